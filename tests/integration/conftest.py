@@ -1,0 +1,119 @@
+"""Integration fixtures shared by every phase's tests.
+
+Everything here is real: the collection is built with ``ansible-galaxy
+collection build`` and installed from that tarball, and playbooks run
+through the ``ansible-playbook`` of the interpreter running pytest (so
+the same tests exercise each supported ansible-core line).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
+sys.path.insert(0, str(HERE))
+
+from fixtures_netns import *  # noqa: E402,F401,F403  (cluster fixtures)
+from fixtures_docker import *  # noqa: E402,F401,F403  (docker engine fixtures)
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip outside CI; fail under CI, where every tool must be installed."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+def ansible_bin(name: str) -> str:
+    """The ansible CLI that belongs to the interpreter running the tests."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    need(found is not None, f"{name} not found: run the README test command, which creates the venvs")
+    return str(found)
+
+
+@dataclass
+class Collection:
+    """The collection as installed from its own tarball."""
+
+    collections_path: Path
+    tarball: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_COLLECTIONS_PATH=str(self.collections_path),
+            ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+            ANSIBLE_HOST_KEY_CHECKING="false",
+            ANSIBLE_RETRY_FILES_ENABLED="false",
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_FORCE_COLOR="0",
+            ANSIBLE_LOCAL_TEMP=str(self.collections_path.parent / "ansible-local"),
+            ANSIBLE_REMOTE_TEMP="/tmp/.ansible-remote",
+            ANSIBLE_PYTHON_INTERPRETER="auto_silent",
+        )
+        env.update(extra)
+        return env
+
+
+@pytest.fixture(scope="session")
+def installed_collection(tmp_path_factory: pytest.TempPathFactory) -> Collection:
+    work = tmp_path_factory.mktemp("collection")
+    build = subprocess.run(
+        [ansible_bin("ansible-galaxy"), "collection", "build", str(REPO_ROOT), "--output-path", str(work), "--force"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    tarball = next(work.glob("flodl-cluster-*.tar.gz"))
+    dest = work / "collections"
+    install = subprocess.run(
+        [ansible_bin("ansible-galaxy"), "collection", "install", str(tarball), "-p", str(dest), "--force", "--offline"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert (dest / "ansible_collections" / "flodl" / "cluster" / "galaxy.yml").exists() or (
+        dest / "ansible_collections" / "flodl" / "cluster" / "MANIFEST.json"
+    ).exists()
+    return Collection(collections_path=dest, tarball=tarball)
+
+
+def run_ansible(
+    collection: Collection,
+    argv: list[str],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """Run an ansible CLI (first argv item is its name) and keep all output."""
+    full_env = collection.env(**(env or {}))
+    proc = subprocess.run(
+        [ansible_bin(argv[0]), *argv[1:]],
+        cwd=str(cwd) if cwd else None,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    # Shown by pytest only when the test fails.
+    print(f"$ {' '.join(argv)}\n--- rc={proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc

@@ -1,0 +1,1 @@
+"""Fixtures for the docker engine (filled by the harness)."""

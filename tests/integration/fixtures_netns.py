@@ -1,0 +1,1 @@
+"""Fixtures for namespace ssh hosts (filled by the harness)."""
