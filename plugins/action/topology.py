@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# MIT License (see LICENSE)
+"""Validate the run and return its topology, on the controller only."""
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, build_context
+
+
+class ActionModule(ActionBase):
+    """Thin wrapper: all rules live in module_utils.topology and plugin_utils.context."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(
+            argument_spec={
+                "phases": {
+                    "type": "list",
+                    "elements": "str",
+                    "choices": list(PHASES),
+                    "default": ["preflight", "prebuild", "launch"],
+                },
+            }
+        )
+        try:
+            ctx = build_context(task_vars or {}, self._templar, args["phases"])
+        except TopologyError as exc:
+            result.update(
+                failed=True,
+                msg=f"flodl cluster configuration is invalid ({len(exc.problems)} problem(s)); "
+                "no host was contacted:\n  " + "\n  ".join(exc.problems),
+                problems=exc.problems,
+            )
+            return result
+        result.update(
+            changed=False,
+            cluster=ordered_cluster(ctx.cluster),
+            controller_identity=ctx.controller_identity,
+            remote_hosts=[w["host"] for w in ctx.remotes],
+            prebuild=ctx.prebuild,
+        )
+        return result

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# MIT License (see LICENSE)
+"""Who and where the controller is (§1a ``FLODL_INTERNAL_HOST_USER``, §1c ``FLODL_HOST_NAME``)."""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+
+ENV_HOST_OVERRIDE = "FLODL_HOST_NAME"
+
+Runner = Callable[[list[str]], "str | None"]
+
+
+def run_for_output(argv: list[str]) -> str | None:
+    """stdout of a short local command, or ``None`` when it cannot run or fails."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout
+
+
+def controller_hostname(env: Mapping[str, str], run: Runner = run_for_output) -> str:
+    """``FLODL_HOST_NAME`` when non-blank, else ``hostname``, else ``unknown-host``."""
+    override = (env.get(ENV_HOST_OVERRIDE) or "").strip()
+    if override:
+        return override
+    out = (run(["hostname"]) or "").strip()
+    return out or "unknown-host"
+
+
+def controller_user(env: Mapping[str, str], run: Runner = run_for_output) -> str | None:
+    """``USER`` when non-blank, else ``whoami``; ``None`` rather than an invented name.
+
+    A made-up user would surface later as a bare ``Permission denied
+    (publickey)`` on a worker with no hint that the name was guessed.
+    """
+    user = (env.get("USER") or "").strip()
+    if user:
+        return user
+    out = (run(["whoami"]) or "").strip()
+    return out or None

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# MIT License (see LICENSE)
+"""ssh exactly as flodl reaches its workers, and many of them at once.
+
+Probes and cleanups use flodl's own ssh argv (flodl-contract.md §7a, §3f)
+rather than an Ansible connection per host: it is the path the launcher
+will take at fan-out, and a single parallel sweep costs one round trip per
+host instead of Ansible's per-task, per-host overhead.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+PROBE_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+LAUNCHER_DEFAULTS = [
+    "-T",
+    "-o",
+    "ServerAliveInterval=10",
+    "-o",
+    "ServerAliveCountMax=3",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=accept-new",
+]
+
+
+@dataclass
+class SshResult:
+    """Outcome of one remote command; ``error`` is set when ssh could not run at all."""
+
+    host: str
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.returncode == 0
+
+
+def resolve_identity(identity: str, project_root: str | None) -> str:
+    """fdl-cli's own ssh resolves a relative key against its project root."""
+    if identity.startswith(("/", "~")) or not project_root:
+        return identity
+    return os.path.join(project_root, identity)
+
+
+def _user_options(ssh: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for option in ssh.get("options") or []:
+        out += ["-o", str(option)]
+    return out
+
+
+def target_of(worker: Mapping[str, Any]) -> str:
+    ssh = worker.get("ssh") or {}
+    return str(ssh.get("target") or worker["host"])
+
+
+def probe_argv(worker: Mapping[str, Any], script: str, project_root: str | None = None) -> list[str]:
+    """fdl-cli's one-shot argv: -p, -l, -i, user -o options, then its defaults (§7a)."""
+    ssh = worker.get("ssh") or {}
+    argv = ["ssh"]
+    if ssh.get("port") is not None:
+        argv += ["-p", str(ssh["port"])]
+    if ssh.get("user"):
+        argv += ["-l", str(ssh["user"])]
+    if ssh.get("identity_file"):
+        argv += ["-i", resolve_identity(str(ssh["identity_file"]), project_root)]
+    argv += _user_options(ssh)
+    argv += PROBE_DEFAULTS
+    argv += [target_of(worker), script]
+    return argv
+
+
+def launcher_argv(
+    worker: Mapping[str, Any],
+    remote_command: str,
+    host_user: str | None = None,
+    project_root: str | None = None,
+) -> list[str]:
+    """The launcher's argv without a tunnel (§3f), used for orphan cleanup (§3g)."""
+    ssh = worker.get("ssh") or {}
+    argv = ["ssh", *_user_options(ssh), *LAUNCHER_DEFAULTS]
+    if ssh.get("port") is not None:
+        argv += ["-p", str(ssh["port"])]
+    user = ssh.get("user") or (host_user or "").strip()
+    if user:
+        argv += ["-l", str(user)]
+    if ssh.get("identity_file"):
+        argv += ["-i", resolve_identity(str(ssh["identity_file"]), project_root)]
+    argv += [target_of(worker), remote_command]
+    return argv
+
+
+def run_one(host: str, argv: list[str], timeout: float) -> SshResult:
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return SshResult(
+            host, argv, None, _text(exc.stdout), _text(exc.stderr), time.monotonic() - start,
+            error=f"no answer within {timeout:.0f}s",
+        )
+    except OSError as exc:
+        return SshResult(host, argv, None, "", "", time.monotonic() - start, error=f"could not start ssh: {exc}")
+    return SshResult(host, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def run_parallel(jobs: Mapping[str, list[str]], timeout: float = 30.0, max_parallel: int = 64) -> dict[str, SshResult]:
+    """Run every host's argv at once (bounded) and return results keyed by host."""
+    if not jobs:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(max_parallel, len(jobs))) as pool:
+        futures = {host: pool.submit(run_one, host, argv, timeout) for host, argv in jobs.items()}
+        return {host: fut.result() for host, fut in futures.items()}

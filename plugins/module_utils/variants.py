@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# MIT License (see LICENSE)
+"""libtorch variant naming (flodl-contract.md §4)."""
+from __future__ import annotations
+
+import re
+
+CPU = "cpu"
+NVIDIA = "nvidia"
+AMD = "amd"
+UNKNOWN = "unknown"
+
+REMOTE_ROCM_LIB = "/opt/rocm/lib"
+
+_NVIDIA_NAME = re.compile(r"(?:cu|sm)[0-9]")
+_AMD_NAME = re.compile(r"(?:rocm|gfx)[0-9]")
+_CUDA_TAG_NAME = re.compile(r"cu([0-9]{2,})")
+
+
+def variant_basename(arch: str) -> str:
+    """Last path segment of an ``arch`` value; only it decides the class."""
+    return re.split(r"[/\\]", arch.rstrip("/\\"))[-1] if arch else ""
+
+
+def classify_variant(arch: str) -> str:
+    """``cpu``, ``nvidia``, ``amd`` or ``unknown`` (case-sensitive, like flodl)."""
+    base = variant_basename(arch)
+    if base == "cpu" or base.startswith("cpu-"):
+        return CPU
+    if _NVIDIA_NAME.match(base):
+        return NVIDIA
+    if _AMD_NAME.match(base):
+        return AMD
+    return UNKNOWN
+
+
+def variant_vendor(arch: str) -> str:
+    """The vendor a build targets: unknown names are treated as NVIDIA, as flodl does."""
+    kind = classify_variant(arch)
+    return NVIDIA if kind == UNKNOWN else kind
+
+
+def variant_feature(arch: str) -> str:
+    """cargo feature for the variant: ``cuda``, ``rocm`` or ``""`` for CPU."""
+    return {CPU: "", AMD: "rocm"}.get(variant_vendor(arch), "cuda")
+
+
+def cuda_version_from_arch(arch: str) -> str | None:
+    """``cu128`` -> ``12.8``; ``None`` for anything that is not ``cu`` + digits."""
+    match = _CUDA_TAG_NAME.fullmatch(variant_basename(arch))
+    if not match:
+        return None
+    digits = match.group(1)
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def cuda_build_env(arch: str) -> dict[str, str]:
+    """``CUDA_VERSION``/``CUDA_TAG`` for the build image, or ``{}``."""
+    version = cuda_version_from_arch(arch)
+    if version is None:
+        return {}
+    full = version if version.count(".") >= 2 else f"{version}.0"
+    return {"CUDA_VERSION": full, "CUDA_TAG": ".".join(full.split(".")[:2])}
+
+
+def arch_slug(arch: str) -> str:
+    """One path segment per variant, so each (host, variant) gets its own target dir."""
+    return arch.replace("/", "-").replace("\\", "-")
+
+
+def runtime_ld_library_path(worker_path: str, arch: str) -> str:
+    """``LD_LIBRARY_PATH`` a rank needs on its own host.
+
+    On AMD the system ROCm comes first: libtorch-rocm bundles its own ROCm
+    userspace, and when that copy wins over the host's driver stack the rank
+    crashes at its first GPU op. The literal ``/opt/rocm/lib`` is used
+    because the path is for the remote host, not this one.
+    """
+    libtorch_lib = f"{worker_path.rstrip('/')}/libtorch/{arch}/lib"
+    if variant_vendor(arch) == AMD:
+        return f"{REMOTE_ROCM_LIB}:{libtorch_lib}"
+    return libtorch_lib

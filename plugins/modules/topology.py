@@ -1,0 +1,63 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# MIT License (see LICENSE)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: topology
+short_description: Validate a flodl cluster run and return its topology
+version_added: "0.1.0"
+description:
+  - Builds flodl's C(cluster:) block from the inventory (group C(flodl_workers) in inventory order, plus the
+    cluster variables of the play host) and validates it exactly as fdl-cli and flodl's launcher do.
+  - Also validates C(flodl_net_timeout_scale) (or C(FLODL_NET_TIMEOUT_SCALE) from the controller environment)
+    and the variables the requested O(phases) need, so that a bad inventory fails before any host is contacted.
+  - Every problem is reported at once, one line per host and variable.
+  - Runs on the controller only and contacts no host.
+options:
+  phases:
+    description: Phases that will run; decides which variables are required.
+    type: list
+    elements: str
+    choices: [preflight, prebuild, launch, teardown]
+    default: [preflight, prebuild, launch]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author:
+  - flodl.cluster contributors
+"""
+
+EXAMPLES = r"""
+- name: Fail fast on a bad inventory
+  flodl.cluster.topology:
+    phases: [preflight, prebuild, launch]
+  register: flodl_topology
+"""
+
+RETURN = r"""
+cluster:
+  description: The validated C(cluster:) block, in flodl's key order, ranks not yet populated.
+  returned: success
+  type: dict
+controller_identity:
+  description: The controller's logical host name (C(FLODL_HOST_NAME), else C(hostname)).
+  returned: success
+  type: str
+  sample: gpu-a
+remote_hosts:
+  description: Workers that are not the controller's own box, in inventory order.
+  returned: success
+  type: list
+  elements: str
+  sample: [gpu-b, gpu-c]
+prebuild:
+  description: Whether prebuild (and the preflight ABI gate) is enabled.
+  returned: success
+  type: bool
+"""
