@@ -31,8 +31,12 @@ description:
     C(flodl_controller_data_path), C(flodl_controller_join), C(flodl_cluster_env),
     C(flodl_cluster_gpu_ram_share), plus C(flodl_fdl_env) (the overlay name).
   - C(flodl_cmd) is set when exactly one top-level entry of the merged C(commands:) map resolves to
-    C(cluster=true) (its own flag or one of its nested commands); C(flodl_cmd_dir) is set when that command points at a sub-directory of the
-    project holding its own fdl manifest. Otherwise set them yourself (extra vars or group vars).
+    C(cluster=true) (its own flag or one of its nested commands); C(flodl_cmd_dir) is set when that
+    command points at a sub-directory of the project holding its own fdl manifest. Otherwise set them
+    yourself (extra vars or group vars).
+  - A configuration error makes this source fail to parse. Ansible only warns about unparsed sources
+    unless C(ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=true) (C([inventory] any_unparsed_is_failed));
+    set it so a broken fdl file stops the run instead of leaving C(flodl_workers) empty.
   - The inventory source must be a file whose name ends in C(.fdl_cluster.yml) or
     C(.fdl_cluster.yaml).
 options:

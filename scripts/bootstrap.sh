@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Install everything the demo and the test suite need on a fresh Debian 12
+# machine (run as root): system packages, Docker + compose v2, and one venv
+# per supported ansible-core line. Idempotent; a second run takes seconds.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV_DIR="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}"
+APT_PACKAGES=(
+  openssh-server openssh-client iproute2 util-linux procps
+  musl musl-tools docker.io debootstrap git rsync
+)
+
+log() { printf '[bootstrap] %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bootstrap: run as root: namespace hosts, sshd and dockerd need it" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ -x "$REPO_ROOT/scripts/install-docker-tools.sh" ]; then
+  "$REPO_ROOT/scripts/install-docker-tools.sh"
+fi
+
+find_python() {
+  # $1 = major.minor; prefer pyenv's build, then the system's.
+  local want="$1" candidate
+  for candidate in /root/.pyenv/versions/"$want".*/bin/python"$want" "$(command -v "python$want" || true)"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+make_venv() {
+  # $1 = venv name, $2 = python major.minor, $3... = pip requirements
+  local name="$1" pyver="$2"
+  shift 2
+  local venv="$VENV_DIR/$name" stamp="$VENV_DIR/$name/.flodl-stamp" want
+  want="$*"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  local python
+  python="$(find_python "$pyver")" || {
+    echo "bootstrap: Python $pyver not found (pyenv install $pyver, or apt-get install python$pyver)" >&2
+    exit 1
+  }
+  log "venv $name on $python: $want"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$@"
+  echo "$want" > "$stamp"
+}
+
+make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'pytest>=8' 'ansible-lint>=25,<27'
+make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'pytest>=8'
+log "ready: $("$VENV_DIR/ansible-2.19/bin/ansible" --version | head -1) / $("$VENV_DIR/ansible-2.21/bin/ansible" --version | head -1)"
