@@ -24,6 +24,7 @@ Rules it keeps:
   ``debootstrap`` rootfs (Debian mirror = a package registry) and
   ``apt-get install`` inside ``docker build``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -131,8 +132,8 @@ def _dockerd_pids() -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "comm").read_text().strip() == "dockerd":
-                    pids.append(int(entry.name))
+                if (entry / "comm").read_text().strip() == "dockerd" and _pid_alive(int(entry.name)):
+                    pids.append(int(entry.name))  # zombies (killed, not yet reaped) excluded
             except OSError:
                 pass
     return pids
@@ -238,7 +239,9 @@ class DockerEngine:
             if _dockerd_pids() and self._wait_ready(min(self.start_timeout, 20), None):
                 return self
             if _dockerd_pids():
-                raise DockerError(f"a dockerd process exists (pids {_dockerd_pids()}) but `docker info` does not answer")
+                raise DockerError(
+                    f"a dockerd process exists (pids {_dockerd_pids()}) but `docker info` does not answer"
+                )
             self._launch()
         return self
 
@@ -326,9 +329,16 @@ class DockerEngine:
             if _pid_alive(child) and _cmdline(child)[:1] and Path(_cmdline(child)[0]).name == "containerd":
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGTERM)
-        # Reap the process if it is our direct child (avoids a zombie).
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
+        # Reap the process if it is our direct child (avoids a zombie; its
+        # other threads may still be exiting for a moment).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    break
+            except (ChildProcessError, OSError):
+                break  # not our child: init reaps it
+            time.sleep(0.05)
 
     def __enter__(self) -> "DockerEngine":
         return self.start()
@@ -514,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     engine = DockerEngine(args.state, lease="cli")
     if args.action == "status":
-        print(f"answers={engine.running()} owned={engine.owned} users={engine.other_users()}")
+        leases = sorted(p.name for p in engine.users_dir.glob("*")) if engine.users_dir.is_dir() else []
+        print(f"answers={engine.running()} owned={engine.owned} harness_pid={engine.harness_pid()} leases={leases}")
         print(f"compose={compose_version()} builder_image={image_exists(BUILDER_IMAGE) if engine.running() else None}")
         return 0
     if args.action == "stop":
@@ -534,7 +545,9 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     steps = " ".join(f"{k}={v:.1f}s" for k, v in timings.items()) or "cached"
-    print(f"docker ready (owned={engine.owned}); compose {compose_version()}; {BUILDER_IMAGE}: {steps} total={total:.1f}s")
+    print(
+        f"docker ready (owned={engine.owned}); compose {compose_version()}; {BUILDER_IMAGE}: {steps} total={total:.1f}s"
+    )
     return 0
 
 
