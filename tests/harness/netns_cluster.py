@@ -46,7 +46,6 @@ Quirks (``HostSpec`` fields):
 from __future__ import annotations
 
 import argparse
-import errno
 import fcntl
 import json
 import os
@@ -82,7 +81,7 @@ def _tool(name: str) -> str | None:
 def require_root() -> str | None:
     """None when a cluster can be started here, else the reason (with the fix)."""
     if os.geteuid() != 0:
-        return "the netns test cluster needs root (network namespaces, mounts, sshd)"
+        return f"the netns test cluster needs root (network namespaces, mounts, sshd): run the tests as root, with {INSTALL_HINT}"
     missing = [t for t in REQUIRED_TOOLS if _tool(t) is None]
     if missing:
         return f"missing tools for the netns test cluster: {', '.join(missing)}; install them with: {INSTALL_HINT}"
@@ -230,6 +229,7 @@ class Cluster:
         self._shared: Path | None = Path(shared_root) if shared_root else None
         self._own_shared = False
         self.timings: dict[str, float] = {}
+        self._detach = False
 
     # ---- addresses and ssh ------------------------------------------------
     @property
@@ -342,8 +342,7 @@ class Cluster:
     def shared_root(self) -> Path:
         """A directory outside /tmp that every host sees at the same path (removed by down())."""
         if self._shared is None:
-            SHARED_BASE.mkdir(parents=True, exist_ok=True)
-            os.chmod(SHARED_BASE, 0o755)
+            SHARED_BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
             self._shared = SHARED_BASE / f"{os.getpid()}-{uuid.uuid4().hex[:10]}"
             self._shared.mkdir()
             self._own_shared = True
@@ -365,7 +364,14 @@ class Cluster:
         if self.k is None:
             raise RuntimeError("cluster not up")
 
-    def up(self, timeout: float = 30.0) -> "Cluster":
+    def up(self, timeout: float = 30.0, detach: bool = False) -> "Cluster":
+        """Start every host and wait until each sshd listens.
+
+        Without ``detach`` the hosts die with this process (PR_SET_PDEATHSIG), so a
+        killed test run leaves no sshd behind; its network leftovers are reclaimed by
+        the next allocation.  The CLI uses ``detach=True``.
+        """
+        self._detach = detach
         reason = require_root()
         if reason:
             raise RuntimeError(reason)
@@ -445,6 +451,7 @@ class Cluster:
         # hosts: all started at once, then wait for every sshd
         ip_bin = _tool("ip") or "ip"
         unshare = _tool("unshare") or "unshare"
+        preexec = None if self._detach else _pdeathsig_setter()
         t_spawn = time.monotonic()
         for h in live:
             init = self._write_host_files(h)
@@ -455,6 +462,7 @@ class Cluster:
                      "--kill-child", "--mount-proc", "--propagation", "private", "/bin/sh", str(init)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                     env={"PATH": _SBIN_PATH, "LANG": "C.UTF-8"}, close_fds=True,
+                    preexec_fn=preexec,
                 )
             finally:
                 log.close()
@@ -628,18 +636,22 @@ class Cluster:
                 if _alive(h.pid, h.pid_start):
                     _kill(h.pid, h.pid_start)
         # 3. network
-        lines = []
-        for h in self.hosts:
-            if h.veth:
-                lines.append(f"link del {h.veth}")
-            if h.netns:
-                lines.append(f"netns del {h.netns}")
-        lines.append(f"link del flbr{self.k}")
+        # Deleting a namespace (once its processes are gone) destroys its veth end and the
+        # kernel then removes the root end too, in one batched cleanup: much faster than
+        # "link del" per veth.  Wait for that, delete any straggler explicitly.
         existing_ns = set(_netns_list())
-        existing_links = set(os.listdir("/sys/class/net"))
-        lines = [ln for ln in lines if (ln.split()[2] in existing_links if ln.startswith("link") else ln.split()[2] in existing_ns)]
+        lines = [f"netns del {h.netns}" for h in self.hosts if h.netns in existing_ns]
+        if f"flbr{self.k}" in os.listdir("/sys/class/net"):
+            lines.append(f"link del flbr{self.k}")
         if lines:
             _ip_batch(lines, force=True)
+        veths = {h.veth for h in self.hosts if h.veth}
+        deadline = time.monotonic() + 10
+        while veths & set(os.listdir("/sys/class/net")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = veths & set(os.listdir("/sys/class/net"))
+        if left:
+            _ip_batch([f"link del {v}" for v in sorted(left)], force=True)
         # 4. files and the /24
         shutil.rmtree(rt, ignore_errors=True)
         if self._own_shared and self._shared:
@@ -702,6 +714,18 @@ class Cluster:
         for k, v in self.timings.items():
             lines.append(f"  {k}: {v:.2f}s")
         return "\n".join(lines)
+
+
+def _pdeathsig_setter():
+    """A preexec_fn making the child get SIGKILL when this process dies (prctl resolved up front)."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:  # runs between fork and exec: no imports, no locks
+        prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+
+    return preexec
 
 
 def _listening(pid: int, port: int) -> bool:
@@ -869,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.state}/cluster.json exists: run down first", file=sys.stderr)
             return 1
         cluster = Cluster(_parse_specs(args.hosts, args.quirk), args.state, user=args.user)
-        cluster.up(timeout=args.timeout)
+        cluster.up(timeout=args.timeout, detach=True)
         for h in cluster.hosts:  # hosts outlive this process: forget the Popen handles
             cluster._popen.pop(h.name, None)
         if args.inventory:
