@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ansible-test sanity for one ansible-core line. ansible-test needs the
+# collection under ansible_collections/<ns>/<name>, so it runs on a copy.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LINE="${1:-2.19}"
+VENV="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}/ansible-$LINE"
+PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+WORK="$REPO_ROOT/.cache/sanity-$LINE/ansible_collections/flodl/cluster"
+
+# ansible-test bootstraps pip from a host this machine cannot reach; give it
+# the offline equivalent under the names it looks for.
+mkdir -p "$HOME/.ansible/test/cache"
+for version in 24.2 25.2 25.3 26.0; do
+  cp "$REPO_ROOT/scripts/ansible-test-get-pip.py" "$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
+done
+
+mkdir -p "$WORK"
+rsync -a --delete \
+  --exclude .git --exclude .cache --exclude .venv --exclude tests/output \
+  --exclude target --exclude .cargo-home --exclude __pycache__ \
+  "$REPO_ROOT/" "$WORK/"
+cd "$WORK"
+"$VENV/bin/ansible-test" sanity --python "$PY" --requirements --color no
