@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Hex transport of JSON documents between fdl-cli and flodl's launcher (§1)."""
 from __future__ import annotations
 

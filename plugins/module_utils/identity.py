@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Who and where the controller is (§1a ``FLODL_INTERNAL_HOST_USER``, §1c ``FLODL_HOST_NAME``)."""
 from __future__ import annotations
 

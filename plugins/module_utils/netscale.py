@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """``FLODL_NET_TIMEOUT_SCALE`` validation, matching Rust ``f64::from_str`` (§1a)."""
 from __future__ import annotations
 
@@ -12,9 +12,18 @@ MIN_SCALE = 0.1
 
 # Rust's f64 grammar: no underscores, no hex floats, inf/nan words allowed
 # (rejected afterwards as non-finite). Python's float() also takes "1_0".
+# ASCII digits only: Python's ``\d`` and ``float()`` also take other scripts'
+# digits (``"\u0663"`` parses as 3.0), which Rust refuses.
 _RUST_FLOAT = re.compile(
-    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)",
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
     re.IGNORECASE,
+)
+# Rust's str::trim strips Unicode White_Space; Python's str.strip() also
+# strips the ASCII separators U+001C..U+001F, which Rust keeps (and then
+# fails to parse).
+_RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
 
@@ -30,7 +39,7 @@ def parse_net_timeout_scale(raw: str | None) -> float | None:
     """
     if raw is None:
         return None
-    text = str(raw).strip()
+    text = str(raw).strip(_RUST_WHITESPACE)
     if not _RUST_FLOAT.fullmatch(text):
         raise NetScaleError(
             f"{ENV_NET_TIMEOUT_SCALE}={str(raw)!r} is not a number; "

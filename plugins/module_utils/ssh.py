@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """ssh exactly as flodl reaches its workers, and many of them at once.
 
 Probes and cleanups use flodl's own ssh argv (flodl-contract.md §7a, §3f)
@@ -119,7 +119,7 @@ def run_one(host: str, argv: list[str], timeout: float) -> SshResult:
     except subprocess.TimeoutExpired as exc:
         return SshResult(
             host, argv, None, _text(exc.stdout), _text(exc.stderr), time.monotonic() - start,
-            error=f"no answer within {timeout:.0f}s",
+            error=f"no answer within {timeout:g}s",
         )
     except OSError as exc:
         return SshResult(host, argv, None, "", "", time.monotonic() - start, error=f"could not start ssh: {exc}")

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cluster topology: built from inventory variables, validated as flodl
 validates it, ranks populated, serialised byte-for-byte as fdl-cli does.
 
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
+from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, CPU, variant_vendor
 
 DEFAULT_CONTROLLER_PORT = 1337
 CONVENTION_DATA_PATH = "/flodl/data"
@@ -83,6 +84,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _int_if_decimal(value: Any) -> Any:
+    """``"2222"`` -> 2222 (``-e var=value`` and INI vars arrive as text); anything else unchanged."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
 # --------------------------------------------------------------------------
 # inventory -> cluster dict
 # --------------------------------------------------------------------------
@@ -117,7 +125,7 @@ def derive_ssh(host: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
         derived["target"] = str(target)
     port = hostvars.get("ansible_port")
     if port is not None and str(port).strip():
-        derived["port"] = int(port) if str(port).strip().isdigit() else port
+        derived["port"] = _int_if_decimal(port)
     user = hostvars.get("ansible_user")
     if not _blank(user):
         derived["user"] = str(user)
@@ -131,6 +139,8 @@ def derive_ssh(host: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
     explicit = hostvars.get("flodl_ssh")
     if isinstance(explicit, Mapping):
         derived.update({k: v for k, v in explicit.items() if v is not None})
+        if "port" in derived:
+            derived["port"] = _int_if_decimal(derived["port"])
     elif explicit is not None:
         derived["__invalid__"] = explicit
     return derived
@@ -182,9 +192,10 @@ def cluster_from_inventory(
     cluster_vars: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The fdl ``cluster:`` block an inventory describes, workers in inventory order."""
+    port = cluster_vars.get("flodl_controller_port")
     controller: dict[str, Any] = {
         "host": cluster_vars.get("flodl_controller_host"),
-        "port": cluster_vars.get("flodl_controller_port", DEFAULT_CONTROLLER_PORT),
+        "port": DEFAULT_CONTROLLER_PORT if port is None else _int_if_decimal(port),
         "path": cluster_vars.get("flodl_controller_path"),
     }
     for var, key in _CONTROLLER_OPTIONAL:
@@ -236,7 +247,11 @@ def _check_env(label: str, var: str, env: Any, problems: list[str]) -> None:
 def _check_share(label: str, var: str, value: Any, problems: list[str]) -> None:
     if value is None:
         return
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) < 0:
+    try:
+        bad = not _is_number(value) or not math.isfinite(float(value)) or float(value) < 0
+    except OverflowError:
+        bad = True
+    if bad:
         problems.append(
             f"{label}: {var} must be a non-negative fraction of host RAM (e.g. 0.5), got {value!r}"
         )
@@ -299,6 +314,10 @@ def _check_local_devices(label: str, devices: Any, problems: list[str]) -> None:
         problems.append(f"{label}: flodl_local_devices entries must be GPU indices 0-255, got {bad!r}")
 
 
+def _worker_problem_label(index: int, worker: Mapping[str, Any]) -> str:
+    return f"host {str(worker.get('host') or '').strip() or '?'} (worker {index})"
+
+
 def validate_cluster(cluster: Mapping[str, Any]) -> None:
     """Every rule fdl-cli and the launcher apply before a host is touched.
 
@@ -325,11 +344,14 @@ def validate_cluster(cluster: Mapping[str, Any]) -> None:
         )
     _check_env("cluster", "flodl_cluster_env", cluster.get("env"), problems)
     _check_share("cluster", "flodl_cluster_gpu_ram_share", cluster.get("gpu_ram_share"), problems)
+    # fdl-cli's order (§2d): reserved keys in the cluster env, then in every
+    # worker env, then the per-worker field checks.
+    for index, worker in enumerate(workers):
+        _check_env(_worker_problem_label(index, worker), "flodl_env", worker.get("env"), problems)
     seen: dict[str, int] = {}
     for index, worker in enumerate(workers):
         host = str(worker.get("host") or "")
-        label = f"host {host or '?'} (worker {index})"
-        _check_env(label, "flodl_env", worker.get("env"), problems)
+        label = _worker_problem_label(index, worker)
         if _blank(host):
             problems.append(f"{label}: flodl_host must not be blank")
         elif host in seen:
@@ -389,19 +411,16 @@ def device_count(worker: Mapping[str, Any], probed: Mapping[str, tuple[int, int]
         raise TopologyError([f"host {host}: flodl_local_devices is `all` but its GPUs were not counted"])
     nvidia, amd = probed[host]
     arch = worker.get("arch")
-    if arch:
-        from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, CPU, variant_vendor
-
-        vendor = variant_vendor(arch)
-        if vendor == CPU:
-            count = nvidia + amd
-        else:
-            count = amd if vendor == AMD else nvidia
+    vendor = variant_vendor(arch) if arch else None
+    if vendor not in (None, CPU):
+        count = amd if vendor == AMD else nvidia
     elif nvidia and amd:
         raise TopologyError(
             [
                 f"host {host}: flodl_local_devices is `all` and the host has {nvidia} NVIDIA and {amd} AMD GPUs; "
-                "set flodl_arch (the libtorch variant) or list the devices explicitly"
+                "one libtorch build serves one vendor, so the rank count cannot be inferred; "
+                "set flodl_arch to a GPU variant (e.g. precompiled/cu128 or precompiled/rocm70) "
+                "or list the devices explicitly"
             ]
         )
     else:
@@ -495,7 +514,12 @@ def _ordered_worker(worker: Mapping[str, Any]) -> dict[str, Any]:
 def ordered_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
     """The cluster with flodl's struct key order and omission rules applied."""
     ctl = cluster["controller"]
-    controller: dict[str, Any] = {"host": ctl["host"], "port": ctl.get("port", DEFAULT_CONTROLLER_PORT), "path": ctl["path"]}
+    port = ctl.get("port")
+    controller: dict[str, Any] = {
+        "host": ctl["host"],
+        "port": DEFAULT_CONTROLLER_PORT if port is None else port,
+        "path": ctl["path"],
+    }
     for key in ("docker", "arch", "data_path"):
         if ctl.get(key) is not None:
             controller[key] = ctl[key]

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """libtorch variant naming (flodl-contract.md §4)."""
 from __future__ import annotations
 
@@ -19,8 +19,17 @@ _CUDA_TAG_NAME = re.compile(r"cu([0-9]{2,})")
 
 
 def variant_basename(arch: str) -> str:
-    """Last path segment of an ``arch`` value; only it decides the class."""
-    return re.split(r"[/\\]", arch.rstrip("/\\"))[-1] if arch else ""
+    """Last path segment of an ``arch`` value; only it decides the class.
+
+    Same as Rust's ``Path::file_name`` on the (POSIX) controller: only ``/``
+    separates, trailing slashes and ``.`` segments are ignored, and a path
+    ending in ``..`` has no basename. A backslash is an ordinary character
+    there, so ``builds\\rocm70`` is not an AMD name for flodl either.
+    """
+    parts = [p for p in (arch or "").split("/") if p not in ("", ".")]
+    if not parts or parts[-1] == "..":
+        return ""
+    return parts[-1]
 
 
 def classify_variant(arch: str) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # The work is done by the action plugin of the same name, on the controller.
 from __future__ import annotations
 

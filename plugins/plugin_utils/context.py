@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
-# MIT License (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side view of a run: inventory variables -> validated topology.
 
 Every phase's action plugin starts here, so validation (topology, reserved
@@ -120,6 +120,25 @@ def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, 
     return out
 
 
+_TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
+_FALSE_WORDS = frozenset({"false", "no", "off", "0", "n", "f"})
+
+
+def _as_bool(value: Any) -> bool | None:
+    """Ansible-style boolean: ``-e flodl_prebuild=false`` arrives as the text ``"false"``.
+
+    ``bool("false")`` is True, which would silently run the build the
+    operator asked to skip. ``None`` when the value is not a boolean.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return value.strip().lower() in _TRUE_WORDS
+    return None
+
+
 def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> RunContext:
     """Read and validate the run for ``phases``; raise TopologyError listing every problem."""
     cluster_vars = {name: _var(task_vars, templar, name) for name in CLUSTER_VARS}
@@ -146,7 +165,13 @@ def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str])
             problems.append(f"controller: {scale_source}: {exc}")
 
     identity = controller_hostname(os.environ)
-    prebuild = bool(_var(task_vars, templar, "flodl_prebuild", True))
+    prebuild_raw = _var(task_vars, templar, "flodl_prebuild", True)
+    prebuild = _as_bool(prebuild_raw)
+    if prebuild is None:
+        problems.append(
+            f"controller: flodl_prebuild must be true or false, got {prebuild_raw!r}"
+        )
+        prebuild = True
     cmd = _var(task_vars, templar, "flodl_cmd")
     needs_cmd = "launch" in phases or ("prebuild" in phases and prebuild)
     if needs_cmd and (cmd is None or not str(cmd).strip()):

@@ -1,0 +1,212 @@
+"""build_context: inventory task_vars -> validated RunContext, before any host is contacted."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, build_context
+
+WORKERS = {
+    "ctl-box": {
+        "flodl_host": "gpu-a",
+        "flodl_path": "/opt/proj",
+        "flodl_local_devices": [0, 1],
+        "flodl_nccl_socket_ifname": "enp1s0",
+        "unrelated_var": "ignored",
+    },
+    "gpu-b": {
+        "flodl_path": "/srv/proj",
+        "flodl_local_devices": "all",
+        "flodl_nccl_socket_ifname": "enp1s0",
+        "flodl_arch": "precompiled/rocm70",
+        "ansible_host": "10.0.0.12",
+        "ansible_user": "alice",
+    },
+    "gpu-c": {
+        "flodl_path": "/srv/proj",
+        "flodl_local_devices": [0],
+        "flodl_nccl_socket_ifname": "enp1s0",
+        "flodl_arch": "precompiled/cu128",
+    },
+}
+
+
+def task_vars(workers=None, order=("gpu-c", "ctl-box", "gpu-b"), **extra):
+    workers = WORKERS if workers is None else workers
+    tv = {
+        "groups": {"all": list(workers) + ["localhost"], "flodl_workers": list(order)},
+        "hostvars": {**{k: dict(v) for k, v in workers.items()}, "localhost": {}},
+        "flodl_controller_host": "10.0.0.1",
+        "flodl_controller_path": "/opt/proj",
+        "flodl_cmd": "train",
+    }
+    tv.update(extra)
+    return tv
+
+
+@pytest.fixture(autouse=True)
+def controller_env(monkeypatch):
+    monkeypatch.setenv("FLODL_HOST_NAME", " gpu-a ")
+    monkeypatch.delenv("FLODL_NET_TIMEOUT_SCALE", raising=False)
+
+
+def problems(tv, phases):
+    with pytest.raises(TopologyError) as exc:
+        build_context(tv, None, phases)
+    return exc.value.problems
+
+
+def test_full_run_context():
+    ctx = build_context(task_vars(flodl_cmd_dir="/ddp-bench/", flodl_fdl_env="cluster"), None, ["preflight", "prebuild", "launch"])
+    assert isinstance(ctx, RunContext)
+    assert [w["host"] for w in ctx.cluster["workers"]] == ["gpu-c", "gpu-a", "gpu-b"]  # group order
+    assert ctx.cluster["workers"][2]["ssh"] == {"target": "10.0.0.12", "user": "alice"}
+    assert "unrelated_var" not in str(ctx.cluster)
+    assert ctx.controller_identity == "gpu-a"
+    assert [w["host"] for w in ctx.remotes] == ["gpu-c", "gpu-b"]
+    assert ctx.project_root == "/opt/proj"
+    assert ctx.prebuild is True
+    assert ctx.cmd == "train"
+    assert ctx.cmd_dir == "ddp-bench"
+    assert ctx.fdl_env == "cluster"
+    assert ctx.build_host == "localhost"
+    assert ctx.launch_command is None
+    assert ctx.net_timeout_scale is None
+    assert ctx.cluster["controller"]["port"] == 1337
+
+
+def test_optional_values():
+    ctx = build_context(
+        task_vars(flodl_fdl_env="  ", flodl_build_host="builder", flodl_launch_command="fdl train", flodl_cmd_dir=None),
+        None,
+        ["launch"],
+    )
+    assert ctx.fdl_env is None
+    assert ctx.build_host == "builder"
+    assert ctx.launch_command == "fdl train"
+    assert ctx.cmd_dir == ""
+
+
+@pytest.mark.parametrize("phases", [["launch"], ["prebuild"], ["preflight", "prebuild", "launch"]])
+@pytest.mark.parametrize("cmd", [None, "", "   "])
+def test_flodl_cmd_required_for_launch_and_prebuild(phases, cmd):
+    tv = task_vars()
+    if cmd is None:
+        del tv["flodl_cmd"]
+    else:
+        tv["flodl_cmd"] = cmd
+    (msg,) = problems(tv, phases)
+    assert msg.startswith("controller: flodl_cmd is required")
+
+
+def test_flodl_cmd_not_needed_for_preflight_or_teardown_or_skipped_prebuild():
+    tv = task_vars()
+    del tv["flodl_cmd"]
+    assert build_context(tv, None, ["preflight"]).cmd is None
+    assert build_context(tv, None, ["teardown"]).cmd is None
+    assert build_context({**tv, "flodl_prebuild": False}, None, ["prebuild"]).prebuild is False
+
+
+def test_arch_required_for_remote_workers_when_prebuilding():
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    del workers["gpu-b"]["flodl_arch"]
+    (msg,) = problems(task_vars(workers), ["prebuild"])
+    assert msg.startswith("host gpu-b (worker 2): flodl_arch is required for prebuild")
+    # the controller's own box (gpu-a, no arch) is not built remotely
+    assert "gpu-a" not in msg
+    # not needed without prebuild, nor for launch alone
+    assert build_context(task_vars(workers, flodl_prebuild=False), None, ["prebuild", "launch"]).prebuild is False
+    build_context(task_vars(workers), None, ["launch"])
+
+
+@pytest.mark.parametrize("raw,expected", [("false", False), ("no", False), ("False", False), ("0", False), (0, False),
+                                          ("true", True), ("yes", True), (1, True), (True, True)])
+def test_flodl_prebuild_text_from_extra_vars(raw, expected):
+    assert build_context(task_vars(flodl_prebuild=raw), None, ["launch"]).prebuild is expected
+
+
+@pytest.mark.parametrize("raw", ["maybe", "", 2, [True]])
+def test_flodl_prebuild_must_be_boolean(raw):
+    (msg,) = problems(task_vars(flodl_prebuild=raw), ["launch"])
+    assert "flodl_prebuild must be true or false" in msg
+
+
+def test_net_scale_from_variable():
+    assert build_context(task_vars(flodl_net_timeout_scale=" 2.0 "), None, ["launch"]).net_timeout_scale == " 2.0 "
+    assert build_context(task_vars(flodl_net_timeout_scale=3), None, ["launch"]).net_timeout_scale == "3"
+
+
+def test_net_scale_from_controller_env(monkeypatch):
+    monkeypatch.setenv("FLODL_NET_TIMEOUT_SCALE", "0.5")
+    assert build_context(task_vars(), None, ["preflight"]).net_timeout_scale == "0.5"
+
+
+def test_net_scale_variable_beats_env(monkeypatch):
+    monkeypatch.setenv("FLODL_NET_TIMEOUT_SCALE", "abc")
+    assert build_context(task_vars(flodl_net_timeout_scale="4"), None, ["launch"]).net_timeout_scale == "4"
+
+
+@pytest.mark.parametrize("bad", ["0.05", "inf", "1_0", "", "abc"])
+def test_bad_net_scale_variable(bad):
+    (msg,) = problems(task_vars(flodl_net_timeout_scale=bad), ["preflight"])
+    assert msg.startswith("controller: flodl_net_timeout_scale: FLODL_NET_TIMEOUT_SCALE=")
+
+
+def test_bad_net_scale_from_env_names_the_env(monkeypatch):
+    monkeypatch.setenv("FLODL_NET_TIMEOUT_SCALE", "-1")
+    (msg,) = problems(task_vars(), ["teardown"])
+    assert msg.startswith("controller: controller environment FLODL_NET_TIMEOUT_SCALE:")
+
+
+def test_controller_identity_from_env_decides_remotes(monkeypatch):
+    monkeypatch.setenv("FLODL_HOST_NAME", "gpu-b")
+    ctx = build_context(task_vars(), None, ["launch"])
+    assert ctx.controller_identity == "gpu-b"
+    assert [w["host"] for w in ctx.remotes] == ["gpu-c", "gpu-a"]
+    # gpu-a is now a remote without flodl_arch: prebuild must say so
+    (msg,) = problems(task_vars(), ["prebuild"])
+    assert msg.startswith("host gpu-a (worker 1): flodl_arch is required for prebuild")
+
+
+def test_blank_host_name_override_falls_back_to_hostname(monkeypatch):
+    import shutil
+    import subprocess
+
+    monkeypatch.setenv("FLODL_HOST_NAME", "   ")
+    real = "unknown-host"
+    if shutil.which("hostname"):
+        real = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip() or real
+    assert build_context(task_vars(), None, ["launch"]).controller_identity == real
+
+
+def test_every_problem_reported_together(monkeypatch):
+    monkeypatch.setenv("FLODL_NET_TIMEOUT_SCALE", "nan")
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["flodl_env"] = {"CUDA_VISIBLE_DEVICES": "0"}
+    del workers["gpu-c"]["flodl_arch"]
+    tv = task_vars(workers)
+    del tv["flodl_cmd"]
+    del tv["flodl_controller_path"]
+    msgs = problems(tv, ["preflight", "prebuild", "launch"])
+    assert len(msgs) == 5, msgs
+    joined = "\n".join(msgs)
+    for fragment in ("flodl_controller_path", "CUDA_VISIBLE_DEVICES", "FLODL_NET_TIMEOUT_SCALE", "flodl_cmd", "host gpu-c"):
+        assert fragment in joined
+
+
+def test_empty_worker_group():
+    tv = task_vars(order=())
+    (msg,) = problems(tv, ["launch"])
+    assert "flodl_workers is empty" in msg
+
+
+def test_templar_is_applied_to_cluster_and_worker_vars():
+    class Templar:
+        def template(self, value):
+            return value.replace("{{ root }}", "/opt/proj") if isinstance(value, str) else value
+
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-c"]["flodl_path"] = "{{ root }}/c"
+    ctx = build_context(task_vars(workers, flodl_controller_path="{{ root }}"), Templar(), ["launch"])
+    assert ctx.project_root == "/opt/proj"
+    assert ctx.cluster["workers"][0]["path"] == "/opt/proj/c"
