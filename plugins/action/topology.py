@@ -19,7 +19,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
+        dummy, args = self.validate_argument_spec(
             argument_spec={
                 "phases": {
                     "type": "list",

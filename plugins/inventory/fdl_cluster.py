@@ -8,7 +8,7 @@ name: fdl_cluster
 short_description: Build the flodl cluster inventory from an fdl project's fdl.yml and overlay
 version_added: "0.1.0"
 author:
-  - flodl.cluster maintainers
+  - flodl.cluster contributors (@flodl)
 description:
   - Reads an fdl project's base manifest (the first of C(fdl.yaml), C(fdl.yml), C(fdl.json) in
     O(project_dir)) and the environment overlay C(fdl.<env>.yaml), C(fdl.<env>.yml) or

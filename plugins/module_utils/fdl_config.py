@@ -352,8 +352,8 @@ def load_config(project_dir: Any, env: Optional[str] = DEFAULT_ENV) -> FdlConfig
         base=base,
         overlay=overlay,
         env=env or None,
-        layers=[p for p, _ in layers],
-        data=merge_layers([d for _, d in layers]),
+        layers=[layer_path for layer_path, layer_doc in layers],
+        data=merge_layers([layer_doc for layer_path, layer_doc in layers]),
     )
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A Docker engine, compose v2 and a builder image for the integration tests.
 
 Stdlib only. Importable (``DockerEngine``, ``ensure_compose_v2``,
@@ -516,7 +515,7 @@ def ensure_builder_image(
 
 # -- CLI -------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("action", choices=["ensure", "stop", "status"])
     parser.add_argument("--state", type=Path, default=DEFAULT_STATE_DIR, help="state dir (pidfile, log, leases)")
     parser.add_argument("--no-install", action="store_true", help="do not install compose v2 if missing")

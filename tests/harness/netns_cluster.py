@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Real multi-host test cluster: one network namespace + sshd per host.
 
 Stdlib only; runs under whichever Python imports or executes it.
@@ -607,7 +606,7 @@ class Cluster:
         # 1. ControlPersist masters (ansible) first, while the hosts still answer
         ssh = _tool("ssh") or "ssh"
         if self.control_dir.is_dir():
-            socks = [s for s in self.control_dir.iterdir()]
+            socks = list(self.control_dir.iterdir())
             procs = [subprocess.Popen([ssh, "-o", f"ControlPath={s}", "-O", "exit", "x"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for s in socks]
             for p in procs:
@@ -854,10 +853,10 @@ _BOOL_QUIRKS = {"arch_i686", "musl_ldd", "no_pkill", "unreachable"}
 def _parse_specs(hosts: str, quirks: list[str]) -> list[HostSpec]:
     specs = {n: HostSpec(n) for n in [x.strip() for x in hosts.split(",") if x.strip()]}
     for q in quirks:
-        name, _, what = q.partition(":")
+        name, dummy, what = q.partition(":")
         if name not in specs or not what:
             raise SystemExit(f"bad --quirk {q!r}: use HOST:arch_i686|musl_ldd|no_pkill|unreachable|missing=PATH|unreadable=PATH")
-        key, _, val = what.partition("=")
+        key, dummy, val = what.partition("=")
         if key in _BOOL_QUIRKS and not val:
             setattr(specs[name], key, True)
         elif key in ("missing", "missing_paths") and val:

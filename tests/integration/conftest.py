@@ -21,8 +21,8 @@ REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(HERE))
 
-from fixtures_netns import *  # noqa: E402,F401,F403  (cluster fixtures)
-from fixtures_docker import *  # noqa: E402,F401,F403  (docker engine fixtures)
+# Namespace ssh hosts and the docker engine, as fixtures.
+pytest_plugins = ["fixtures_netns", "fixtures_docker"]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

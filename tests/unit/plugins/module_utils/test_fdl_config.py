@@ -200,20 +200,20 @@ class TestInheritFrom:
         write(tmp_path / "shared" / "mid.yml", "inherit-from: root.yml\na: mid\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: shared/mid.yml\nleaf: 1\n")
         chain = fc.resolve_chain(leaf)
-        assert [p.name for p, _ in chain] == ["root.yml", "mid.yml", "fdl.yml"]
-        assert all(fc.INHERIT_KEY not in doc for _, doc in chain)
-        assert fc.merge_layers([d for _, d in chain]) == {"a": "mid", "root_only": 1, "leaf": 1}
+        assert [p.name for p, unused in chain] == ["root.yml", "mid.yml", "fdl.yml"]
+        assert all(fc.INHERIT_KEY not in doc for unused, doc in chain)
+        assert fc.merge_layers([d for unused, d in chain]) == {"a": "mid", "root_only": 1, "leaf": 1}
 
     def test_relative_to_declaring_file(self, tmp_path):
         write(tmp_path / "a" / "b" / "parent.yml", "p: 1\n")
         write(tmp_path / "a" / "child.yml", "inherit-from: b/parent.yml\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: a/child.yml\n")
-        assert [p.name for p, _ in fc.resolve_chain(leaf)] == ["parent.yml", "child.yml", "fdl.yml"]
+        assert [p.name for p, unused in fc.resolve_chain(leaf)] == ["parent.yml", "child.yml", "fdl.yml"]
 
     def test_absolute_parent(self, tmp_path):
         parent = write(tmp_path / "elsewhere" / "p.yml", "x: 1\n")
         leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % parent)
-        assert fc.merge_layers([d for _, d in fc.resolve_chain(leaf)]) == {"x": 1}
+        assert fc.merge_layers([d for unused, d in fc.resolve_chain(leaf)]) == {"x": 1}
 
     def test_overlay_chain_and_dedupe_first_kept(self, tmp_path):
         write(tmp_path / "common.yml", "cluster: {env: {A: common}}\nshared: common\n")
@@ -433,8 +433,8 @@ class TestValidation:
 class TestMapping:
     def test_example_project(self, project):
         workers, cluster_vars = fc.build_inventory(project)
-        assert [name for name, _ in workers] == ["gpu-a", "gpu-b"]
-        gpu_a, gpu_b = (v for _, v in workers)
+        assert [name for name, unused in workers] == ["gpu-a", "gpu-b"]
+        gpu_a, gpu_b = (v for unused, v in workers)
         assert gpu_a == {
             "flodl_host": "gpu-a",
             "flodl_path": "/opt/proj",
@@ -510,7 +510,7 @@ class TestMapping:
         cluster["controller"].update(port=2000, arch="precompiled/cpu", data_path="/d",
                                      join={"discovery": True, "min_rank_start": 2})
         cluster["gpu_ram_share"] = 0.25
-        _, cluster_vars = fc.inventory_from_cluster(cluster, "/proj", None)
+        unused, cluster_vars = fc.inventory_from_cluster(cluster, "/proj", None)
         assert cluster_vars == {
             "flodl_controller_host": "10.0.0.1",
             "flodl_controller_path": "/p",
@@ -526,8 +526,8 @@ class TestMapping:
         cluster["workers"] = [
             {"host": h, "local_devices": [0], "nccl_socket_ifname": "e", "path": "/p"} for h in ("c", "a", "b")
         ]
-        workers, _ = fc.inventory_from_cluster(cluster, "/proj", "cluster")
-        assert [n for n, _ in workers] == ["c", "a", "b"]
+        workers, unused = fc.inventory_from_cluster(cluster, "/proj", "cluster")
+        assert [n for n, unused in workers] == ["c", "a", "b"]
 
     def test_duplicate_host_refused(self):
         cluster = minimal_cluster()
@@ -539,7 +539,7 @@ class TestMapping:
 
     def test_mapping_does_not_alias_input(self):
         cluster = minimal_cluster(env={"A": "1"})
-        workers, _ = fc.inventory_from_cluster(cluster, "/proj", None)
+        workers, unused = fc.inventory_from_cluster(cluster, "/proj", None)
         workers[0][1]["flodl_env"]["A"] = "changed"
         assert cluster["workers"][0]["env"] == {"A": "1"}
 
@@ -579,7 +579,7 @@ class TestCommands:
 
     def test_cmd_dir_in_cluster_vars(self, project):
         write(project / "train" / "fdl.yml", "entry: cargo run --bin train\n")
-        _, cluster_vars = fc.build_inventory(project)
+        unused, cluster_vars = fc.build_inventory(project)
         assert cluster_vars["flodl_cmd"] == "train"
         assert cluster_vars["flodl_cmd_dir"] == "train"
 
