@@ -340,7 +340,9 @@ def validate_cluster(cluster: Mapping[str, Any]) -> None:
     if not workers and not discovery:
         problems.append(
             "cluster: group flodl_workers is empty; add one inventory host per worker "
-            "(an empty roster needs flodl_controller_join.discovery: true)"
+            "(an empty roster needs flodl_controller_join.discovery: true). With the "
+            "flodl.cluster.fdl_cluster inventory, look for an 'Unable to parse' warning above: "
+            "a broken fdl file leaves the group empty unless ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=true"
         )
     _check_env("cluster", "flodl_cluster_env", cluster.get("env"), problems)
     _check_share("cluster", "flodl_cluster_gpu_ram_share", cluster.get("gpu_ram_share"), problems)
