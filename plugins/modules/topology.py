@@ -26,11 +26,13 @@ options:
     default: [preflight, prebuild, launch]
 attributes:
   check_mode:
+    description: Can run in check mode; it only reads the inventory.
     support: full
   diff_mode:
+    description: Returns no diff.
     support: none
 author:
-  - flodl.cluster contributors
+  - flodl.cluster contributors (@flodl)
 """
 
 EXAMPLES = r"""

@@ -1,0 +1,606 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build one libtorch-linked binary per remote (host, variant) on the build host."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cargo_prebuild
+short_description: Build a flodl command's binary for every remote worker, per libtorch variant
+version_added: "0.1.0"
+description:
+  - Runs C(cargo build --release --bin <cmd>) on the build host once per remote worker (or once per
+    libtorch variant with O(dedupe)), each into its own cargo target dir
+    C(<project_root>/target/cluster/<host>/<variant slug>), exactly as C(fdl @cluster <cmd>) does before
+    fan-out. The shared project mount then delivers each binary to its worker, which runs it without a
+    Rust toolchain.
+  - B(Native mode) (O(docker_service) unset) runs C(cargo build --release [--features F] --bin <cmd>)
+    through C(sh -c) in C(<project_root>/<cmd_dir>) with C(LIBTORCH_PATH) set to the variant directory and an
+    absolute C(CARGO_TARGET_DIR).
+  - B(Docker mode) (O(docker_service) set) runs
+    C(docker compose run --rm <service> bash -c 'cd /workspace[/<cmd_dir>] && CARGO_TARGET_DIR=/workspace/<target>
+    cargo build --release [--features F] --bin <cmd>') through C(sh -c) from O(project_root) with
+    C(LIBTORCH_HOST_PATH) (the variant directory) and C(LIBTORCH_CPU_PATH=./libtorch/precompiled/cpu) exported.
+    The compose file must mount the project root at C(/workspace) and C(${LIBTORCH_HOST_PATH}) as the libtorch
+    the build links against.
+  - Both modes export C(CUDA_VERSION) and C(CUDA_TAG) when the variant's basename is C(cuNNN) (C(cu128) gives
+    C(12.8.0) and C(12.8)). The cargo feature comes from the variant name, C(cuda), C(rocm) or none for C(cpu).
+    Every token of a command is quoted as fdl-cli quotes it.
+  - The variant directory C(<project_root>/libtorch/<arch>) must hold a C(lib/) directory on the build host.
+  - The first build runs alone (it warms the shared cargo registry), then every other build runs in parallel.
+    Every build runs to completion; all failures are collected and reported in one message naming each host,
+    its variant, the exact command, the tail of its output and the path of its full log
+    (C(<target dir>/prebuild.log)).
+  - With O(dedupe), hosts that share a variant share one build, run in the target dir of the first of them; the
+    binary is then hard-linked (copied across file systems) to C(target/cluster/<host>/<slug>/release/<cmd>) of
+    every other host of the variant, on every run, so each host's envelope entry points at its own path.
+  - On success returns the launcher's per-host envelope (C(FLODL_INTERNAL_PREBUILD_PER_HOST)) and writes it to
+    O(envelope_file). A failed run removes that file.
+  - Reports C(changed) only when a binary was (re)linked or written; a rebuild where cargo had nothing to do
+    reports C(ok).
+options:
+  project_root:
+    description:
+      - The project root as the build host sees it (C(flodl_controller_path)). Target dirs, the variant
+        directories C(libtorch/<arch>) and the envelope file are under it.
+    type: path
+    required: true
+  cmd:
+    description: The fdl command name, which is also the cargo C(--bin) target.
+    type: str
+    required: true
+  cmd_dir:
+    description:
+      - The command's directory relative to O(project_root) (C(flodl_cmd_dir)). Native builds run there, docker
+        builds C(cd) to C(/workspace/<cmd_dir>), and it becomes the envelope's C(cwd_subpath).
+    type: str
+    default: ""
+  docker_service:
+    description:
+      - The docker compose service that builds every host's binary (C(flodl_controller_docker)). Unset or empty
+        means native builds.
+    type: str
+  dedupe:
+    description:
+      - Build each libtorch variant once and link the binary for the other hosts of that variant.
+      - When V(false), every host gets its own build, as fdl-cli does.
+    type: bool
+    default: true
+  workers:
+    description:
+      - The remote workers to build for, in inventory order (the first one's build runs alone first). The
+        controller's own worker entry does not belong here.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      host:
+        description: The worker's logical host name (C(flodl_host)); names its target dir and envelope key.
+        type: str
+        required: true
+      path:
+        description: The project checkout on that worker (C(flodl_path)); used for its runtime C(LD_LIBRARY_PATH).
+        type: str
+        required: true
+      arch:
+        description: The libtorch variant under C(libtorch/) (C(flodl_arch)), for example C(precompiled/cu128).
+        type: str
+  env:
+    description:
+      - Extra environment variables for every build (for example C(PATH) or C(CARGO_HOME)), applied on top of
+        the build host's environment and below the variables this module sets.
+      - Values must be strings; quote numbers in YAML.
+    type: dict
+    default: {}
+  tail_lines:
+    description: How many trailing output lines of a failed build the failure message and the result show.
+    type: int
+    default: 20
+  envelope_file:
+    description:
+      - Where to write the envelope JSON on success, for a later standalone launch. Removed when a build fails or
+        when there is no remote worker.
+      - Defaults to C(<project_root>/target/cluster/prebuild-envelope.json). An empty string disables the file.
+    type: str
+attributes:
+  check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying target.
+    support: full
+    details: Builds nothing and writes nothing; returns per host the exact command, environment and target dir,
+      the dedupe groups and the envelope a successful build would produce.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
+    support: none
+notes:
+  - Delegate this module to the build host (C(flodl_build_host)); the role C(flodl.cluster.prebuild) does.
+  - The build host must see the project at O(project_root); the workers see the same files at their C(path).
+  - When C(cargo) is not on the build host's C(PATH) in native mode, C(~/.cargo/bin) is appended to it.
+requirements:
+  - Python 3.11 or later on the build host.
+  - cargo on the build host (native mode), or Docker with the compose v2 plugin (docker mode).
+seealso:
+  - module: flodl.cluster.prebuild_plan
+author:
+  - flodl.cluster contributors (@flodl)
+"""
+
+EXAMPLES = r"""
+- name: Plan the builds from the inventory
+  flodl.cluster.prebuild_plan:
+  register: plan
+
+- name: Build on the build host, in docker compose
+  flodl.cluster.cargo_prebuild:
+    project_root: /srv/proj
+    cmd: train
+    docker_service: cuda
+    workers:
+      - host: gpu-b
+        path: /srv/proj
+        arch: precompiled/cu128
+      - host: gpu-c
+        path: /data/proj
+        arch: precompiled/rocm63
+  delegate_to: buildbox
+  register: build
+
+- name: Native builds, one per host, with cargo from a non-default place
+  flodl.cluster.cargo_prebuild:
+    project_root: /srv/proj
+    cmd: train
+    cmd_dir: trainer
+    dedupe: false
+    env:
+      PATH: "/opt/rust/bin:/usr/bin:/bin"
+    workers: "{{ plan.workers }}"
+"""
+
+RETURN = r"""
+mode:
+  description: C(native) or C(docker).
+  returned: always
+  type: str
+  sample: docker
+groups:
+  description: The dedupe groups, one per build, in run order.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"arch": "precompiled/cu128", "built_by": "h1", "hosts": ["h1", "h3"]}]
+builds:
+  description:
+    - One entry per build in run order (the first ran alone). Keys C(host), C(arch), C(hosts) (the hosts it
+      serves), C(features), C(variant_dir), C(target_dir), C(binary), C(command), C(cwd), C(env), C(log), and
+      after running C(status) (C(built), C(up to date), C(failed), C(not run)), C(rc), C(seconds), C(started),
+      C(ended) (ISO 8601, UTC), C(changed), C(tail).
+  returned: always
+  type: list
+  elements: dict
+hosts:
+  description:
+    - Per worker host. C(arch), C(features), C(bin) (relative to the worker path), C(binary) and C(target_dir)
+      (build-host paths), C(built_by) (the host whose build produced the binary), C(command), C(cwd) and C(env)
+      of that build, C(log), C(status) (C(built), C(up to date), C(linked), C(failed), C(would build),
+      C(would link)), and when run C(rc), C(seconds), C(started), C(ended), C(tail), C(changed).
+  returned: always
+  type: dict
+  sample:
+    h1:
+      arch: precompiled/cu128
+      bin: target/cluster/h1/precompiled-cu128/release/train
+      built_by: h1
+      command: cargo build --release --features cuda --bin train
+      cwd: /srv/proj
+      env:
+        CARGO_TARGET_DIR: /srv/proj/target/cluster/h1/precompiled-cu128
+        CUDA_TAG: "12.8"
+        CUDA_VERSION: "12.8.0"
+        LIBTORCH_PATH: /srv/proj/libtorch/precompiled/cu128
+      status: built
+      rc: 0
+      changed: true
+envelope:
+  description: The launcher's per-host envelope. In check mode, the envelope a successful build would produce.
+  returned: success
+  type: dict
+  sample: {"h1": {"bin": "target/cluster/h1/precompiled-cu128/release/train",
+           "ld_library_path": "/srv/proj/libtorch/precompiled/cu128/lib"}}
+envelope_json:
+  description:
+    - RV(envelope) as C(FLODL_INTERNAL_PREBUILD_PER_HOST) carries it, compact JSON with sorted keys.
+    - An empty string when there is no remote worker (fdl-cli does not set the variable then).
+  returned: success
+  type: str
+  sample: '{"h1":{"bin":"target/cluster/h1/precompiled-cu128/release/train","ld_library_path":"/srv/proj/libtorch/precompiled/cu128/lib"}}'
+envelope_file:
+  description: The file the envelope was written to (empty when disabled).
+  returned: always
+  type: str
+failed_hosts:
+  description: Hosts without a binary, in inventory order.
+  returned: failure
+  type: list
+  elements: str
+summary:
+  description: One line per host saying what happened (or would happen in check mode).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import datetime
+import errno
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
+    ENVELOPE_FILE_REL,
+    BuildStep,
+    HostFailure,
+    PrebuildError,
+    PrebuildPlan,
+    envelope_json,
+    exit_reason,
+    format_failures,
+    missing_variant_reason,
+    plan_prebuild,
+    tail_lines,
+)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _file_id(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _build_environ(extra: dict[str, str], step_env: dict[str, str], native: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(step_env)
+    if native and shutil.which("cargo", path=env.get("PATH", "")) is None:
+        home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+        rustup_bin = os.path.join(home, ".cargo", "bin")
+        if os.path.isfile(os.path.join(rustup_bin, "cargo")):
+            env["PATH"] = f"{env['PATH']}:{rustup_bin}" if env.get("PATH") else rustup_bin
+    return env
+
+
+def _run_step(step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int) -> dict[str, Any]:
+    """Run one build to completion, logging everything to ``<target dir>/prebuild.log``."""
+    out = step.as_dict()
+    before = _file_id(step.binary)
+    started_mono = time.monotonic()
+    out["started"] = _now()
+    output = ""
+    try:
+        os.makedirs(step.target_dir, exist_ok=True)
+        with open(step.log_path, "w", encoding="utf-8", errors="replace") as log:
+            log.write(f"# flodl prebuild for {', '.join(step.hosts)} ({step.arch})\n")
+            log.write(f"# started: {out['started']}\n# cwd: {step.cwd}\n")
+            for key in sorted(step.env):
+                log.write(f"# env: {key}={step.env[key]}\n")
+            log.write(f"# command: {step.command}\n")
+            log.flush()
+            offset = log.tell()
+            proc = subprocess.run(
+                ["sh", "-c", step.command],
+                cwd=step.cwd,
+                env=_build_environ(extra_env, step.env, native),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+            rc = proc.returncode
+            log.flush()
+        with open(step.log_path, encoding="utf-8", errors="replace") as log:
+            log.seek(offset)
+            output = log.read()
+        error = None if rc == 0 else exit_reason(rc)
+        if rc == 0 and not os.path.isfile(step.binary):
+            error = f"build exited 0 but did not produce {step.binary}"
+    except OSError as exc:
+        rc = 127
+        error = f"could not run the build: {exc}"
+        output = output or str(exc)
+    out["ended"] = _now()
+    out["seconds"] = round(time.monotonic() - started_mono, 3)
+    try:
+        with open(step.log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n# ended: {out['ended']} rc={rc} ({out['seconds']}s)\n")
+    except OSError:
+        pass
+    out["rc"] = rc
+    out["tail"] = tail_lines(output, tail_count)
+    out["error"] = error
+    out["changed"] = error is None and _file_id(step.binary) != before
+    if error is not None:
+        out["status"] = "failed"
+    else:
+        out["status"] = "built" if out["changed"] else "up to date"
+    return out
+
+
+def _link_binary(source: str, dest: str) -> bool:
+    """Make ``dest`` the same file as ``source`` (hard link, else copy); True when it changed."""
+    if os.path.exists(dest):
+        if os.path.samefile(source, dest):
+            return False
+        s, d = os.stat(source), os.stat(dest)
+        if s.st_dev != d.st_dev and (s.st_size, s.st_mtime_ns) == (d.st_size, d.st_mtime_ns):
+            return False
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = f"{dest}.flodl-link-{os.getpid()}"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    try:
+        os.link(source, tmp)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EACCES):
+            raise
+        shutil.copy2(source, tmp)
+    os.replace(tmp, dest)
+    return True
+
+
+def _host_entry(plan: PrebuildPlan, host: str) -> dict[str, Any]:
+    target = next(t for t in plan.targets if t.host == host)
+    entry: dict[str, Any] = {"host": host, "arch": target.arch, "path": target.path}
+    if target.target_rel:
+        entry.update(
+            bin=f"{target.target_rel}/release/{plan.cmd}",
+            binary=target.binary,
+            target_dir=target.target_dir,
+        )
+    step = plan.step_for(host)
+    if step is not None:
+        entry.update(
+            built_by=step.host,
+            features=step.feature,
+            command=step.command,
+            cwd=step.cwd,
+            env=dict(step.env),
+            log=step.log_path,
+        )
+    return entry
+
+
+def _env_text(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "project_root": {"type": "path", "required": True},
+            "cmd": {"type": "str", "required": True},
+            "cmd_dir": {"type": "str", "default": ""},
+            "docker_service": {"type": "str"},
+            "dedupe": {"type": "bool", "default": True},
+            "workers": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "host": {"type": "str", "required": True},
+                    "path": {"type": "str", "required": True},
+                    "arch": {"type": "str"},
+                },
+            },
+            "env": {"type": "dict", "default": {}},
+            "tail_lines": {"type": "int", "default": 20},
+            "envelope_file": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    bad_env = [k for k, v in (p["env"] or {}).items() if not isinstance(v, str)]
+    if bad_env:
+        module.fail_json(msg=f"env values must be strings; quote these in YAML: {', '.join(sorted(map(str, bad_env)))}")
+    extra_env = {str(k): v for k, v in (p["env"] or {}).items()}
+    try:
+        plan = plan_prebuild(
+            p["project_root"],
+            p["cmd"],
+            p["workers"],
+            cmd_dir=p["cmd_dir"] or "",
+            docker_service=p["docker_service"] or None,
+            dedupe=p["dedupe"],
+        )
+    except PrebuildError as exc:
+        module.fail_json(msg=f"flodl prebuild: {exc}")
+    envelope_file = p["envelope_file"]
+    if envelope_file is None:
+        envelope_file = f"{plan.project_root.rstrip('/')}/{ENVELOPE_FILE_REL}"
+    order = [t.host for t in plan.targets]
+    hosts = {h: _host_entry(plan, h) for h in order}
+    failures: dict[str, HostFailure] = {}
+
+    for target in plan.targets:
+        if target.problem is not None:
+            failures[target.host] = HostFailure(target.host, target.arch, target.problem)
+            hosts[target.host]["status"] = "failed"
+
+    runnable: list[BuildStep] = []
+    for step in plan.steps:
+        if os.path.isdir(os.path.join(step.variant_dir, "lib")):
+            runnable.append(step)
+            continue
+        for host in step.hosts:
+            failures[host] = HostFailure(host, step.arch, missing_variant_reason(step.variant_dir))
+            hosts[host]["status"] = "failed"
+
+    result: dict[str, Any] = {
+        "changed": False,
+        "mode": plan.mode,
+        "dedupe": plan.dedupe,
+        "groups": plan.groups(),
+        "envelope_file": envelope_file or "",
+    }
+
+    if module.check_mode:
+        for step in runnable:
+            for host in step.hosts:
+                hosts[host]["status"] = "would build" if host == step.host else "would link"
+        result["builds"] = [s.as_dict() for s in plan.steps]
+        result["hosts"] = hosts
+        result["summary"] = _summary(plan, hosts, check=True)
+        if failures:
+            result["failed_hosts"] = [h for h in order if h in failures]
+            module.fail_json(msg=format_failures([failures[h] for h in order if h in failures]), **result)
+        envelope = plan.envelope()
+        result.update(envelope=envelope, envelope_json=envelope_json(envelope) if envelope else "")
+        module.exit_json(**result)
+
+    previous_envelope = None
+    if envelope_file:
+        try:
+            with open(envelope_file, encoding="utf-8") as fh:
+                previous_envelope = fh.read()
+        except OSError:
+            previous_envelope = None
+        _remove(envelope_file)
+
+    native = plan.docker_service is None
+    tail_count = p["tail_lines"]
+    ran: dict[str, dict[str, Any]] = {}
+    if runnable:
+        first = _run_step(runnable[0], extra_env, native, tail_count)
+        ran[first["host"]] = first
+        rest = runnable[1:]
+        if rest:
+            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                for out in pool.map(lambda s: _run_step(s, extra_env, native, tail_count), rest):
+                    ran[out["host"]] = out
+
+    builds: list[dict[str, Any]] = []
+    for step in plan.steps:
+        if step.host in ran:
+            builds.append(ran[step.host])
+        else:
+            builds.append(dict(step.as_dict(), status="not run", changed=False))
+    changed = False
+    for step in runnable:
+        out = ran[step.host]
+        for host in step.hosts:
+            entry = hosts[host]
+            entry.update({k: out[k] for k in ("rc", "seconds", "started", "ended", "tail")})
+            if out["error"] is not None:
+                entry["status"] = "failed"
+                entry["changed"] = False
+                if host == step.host:
+                    failures[host] = HostFailure(
+                        host,
+                        step.arch,
+                        out["error"],
+                        command=step.command,
+                        cwd=step.cwd,
+                        log=step.log_path,
+                        tail=tuple(out["tail"]),
+                    )
+                else:
+                    failures[host] = HostFailure(
+                        host, step.arch, f"shares the build of host {step.host} (same variant), which failed"
+                    )
+                continue
+            if host == step.host:
+                entry["status"] = out["status"]
+                entry["changed"] = out["changed"]
+            else:
+                dest = hosts[host]["binary"]
+                try:
+                    linked = _link_binary(step.binary, dest)
+                except OSError as exc:
+                    failures[host] = HostFailure(
+                        host, step.arch, f"could not link {step.binary} to {dest}: {exc}"
+                    )
+                    entry["status"] = "failed"
+                    entry["changed"] = False
+                    continue
+                entry["status"] = "linked"
+                entry["changed"] = linked
+            changed = changed or entry["changed"]
+
+    result.update(builds=builds, hosts=hosts, summary=_summary(plan, hosts, check=False))
+    if failures:
+        result["failed_hosts"] = [h for h in order if h in failures]
+        result["changed"] = changed or previous_envelope is not None
+        built = sum(1 for b in builds if b.get("status") in ("built", "up to date"))
+        module.fail_json(msg=format_failures([failures[h] for h in order if h in failures], built), **result)
+
+    envelope = plan.envelope()
+    # No remote worker: fdl-cli leaves FLODL_INTERNAL_PREBUILD_PER_HOST unset, so hand over "" (= unset).
+    text = envelope_json(envelope) if envelope else ""
+    if envelope_file:
+        if envelope:
+            _write(envelope_file, text)
+            changed = changed or previous_envelope != text
+        else:
+            changed = changed or previous_envelope is not None
+    result.update(changed=changed, envelope=envelope, envelope_json=text)
+    module.exit_json(**result)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _summary(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]], *, check: bool) -> list[str]:
+    builds = len(plan.steps)
+    lines = [
+        f"{plan.mode} prebuild of --bin {plan.cmd} for {len(hosts)} remote host(s): "
+        f"{builds} build(s), dedupe {'on' if plan.dedupe else 'off'}"
+    ]
+    for host, entry in hosts.items():
+        head = f"{host} [{entry.get('arch') or 'no flodl_arch'}]"
+        status = entry.get("status", "planned")
+        if check:
+            if status == "would build":
+                lines.append(
+                    f"{head}: would run in {entry['cwd']}: {_env_text(entry['env'])} sh -c {entry['command']!r} "
+                    f"-> {entry['bin']}"
+                )
+            elif status == "would link":
+                lines.append(f"{head}: would link the binary built for {entry['built_by']} -> {entry['bin']}")
+            else:
+                lines.append(f"{head}: cannot build")
+            continue
+        if status in ("built", "up to date"):
+            lines.append(f"{head}: {status} in {entry['seconds']}s -> {entry['bin']}")
+        elif status == "linked":
+            what = "linked" if entry.get("changed") else "already linked"
+            lines.append(f"{head}: {what} from the build of {entry['built_by']} -> {entry['bin']}")
+        else:
+            lines.append(f"{head}: FAILED")
+    return lines
+
+
+if __name__ == "__main__":
+    main()
