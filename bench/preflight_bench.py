@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Preflight speed: the playbook against plain parallel ssh of the same probe.
+
+Brings up N namespace ssh hosts (tests/harness/netns_cluster.py) for each N,
+then times, in the same run and interleaved, for several repetitions:
+
+* ``ssh``: a shell script that starts one ``ssh <argv> '<probe>' &`` per host
+  and ``wait``s: the fastest way a human would do it, with exactly the argv
+  and probe the plugin uses (so the same key exchange, options and work);
+* ``playbook``: ``ansible-playbook flodl.cluster.preflight -i INV`` from a
+  fresh process (collection loaded from this checkout);
+* ``empty``: ``ansible-playbook`` of a play with no task, the fixed cost of
+  starting Ansible at all (for reading the figures, not part of the ratio).
+
+Connections are cold for both: nothing keeps a master connection open.
+Needs root (network namespaces); run on a quiet machine.
+
+    python bench/preflight_bench.py [--sizes 8,16,32] [--reps 5]
+                                    [--ansible-playbook /opt/venv219/bin/ansible-playbook]
+                                    [--json bench/results/preflight.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "harness"))
+
+from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
+
+
+def _farm(root: Path) -> Path:
+    """``ansible_collections/flodl/cluster`` -> this checkout, so the bench needs no install."""
+    link = root / "ansible_collections" / "flodl" / "cluster"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(REPO, target_is_directory=True)
+    sys.path.insert(0, str(root))
+    return root
+
+
+def _inventory(cluster: Cluster, shared: Path, path: Path) -> Path:
+    (shared / "data").mkdir(exist_ok=True)
+    (shared / "proj").mkdir(exist_ok=True)
+    worker = {
+        "flodl_path": str(shared / "proj"),
+        "flodl_local_devices": [0],
+        "flodl_nccl_socket_ifname": "eth0",
+        "flodl_arch": "precompiled/cu128",
+        "flodl_data_path": str(shared / "data"),
+    }
+    return cluster.write_inventory(
+        path,
+        group_vars={
+            "flodl_controller_host": cluster.controller_ip,
+            "flodl_controller_path": str(shared / "proj"),
+            "flodl_controller_data_path": str(shared / "data"),
+            "flodl_cmd": "train",
+        },
+        host_vars={h.name: dict(worker) for h in cluster},
+    )
+
+
+def _baseline_script(cluster: Cluster, shared: Path, path: Path) -> Path:
+    """One ``ssh ... &`` line per host with the plugin's own argv and probe, then ``wait``."""
+    from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+    from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
+    from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+    from ansible_collections.flodl.cluster.plugins.module_utils.topology import derive_ssh
+
+    probe = pf.remote_command(pf.probe_script(str(shared / "data"), abi=True, gpus=False))
+    out = path.parent / "ssh-out"
+    out.mkdir(exist_ok=True)
+    lines = ["#!/bin/sh"]
+    for h in cluster:
+        argv = probe_argv({"host": h.name, "ssh": derive_ssh(h.name, cluster.hostvars(h))}, probe)
+        lines.append(" ".join(posix_quote(a) for a in argv) + f" </dev/null >{out}/{h.name} 2>&1 &")
+    lines.append("wait")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _time(argv: list[str], env: dict[str, str] | None = None, expect_rc: int = 0) -> float:
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.monotonic() - t0
+    if proc.returncode != expect_rc:
+        raise RuntimeError(f"{argv[:2]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: Path) -> dict[str, object]:
+    shared = SHARED_BASE / f"bench-{os.getpid()}-{n}"
+    shared.mkdir(parents=True, exist_ok=True)
+    os.chmod(shared, 0o755)
+    cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / f"state-{n}", shared_root=shared)
+    cluster.up()
+    try:
+        inv = _inventory(cluster, shared, work / f"inv-{n}.json")
+        script = _baseline_script(cluster, shared, work / f"ssh-{n}.sh")
+        empty = work / "empty.yml"
+        empty.write_text("- name: Nothing\n  hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+        play = [playbook_bin, "flodl.cluster.preflight", "-i", str(inv)]
+        # one untimed round each: page cache, Python bytecode
+        _time(["sh", str(script)])
+        _time(play, env)
+        samples: dict[str, list[float]] = {"ssh": [], "playbook": [], "empty": []}
+        for rep in range(reps):
+            order = ["ssh", "playbook", "empty"] if rep % 2 == 0 else ["playbook", "ssh", "empty"]
+            for kind in order:
+                if kind == "ssh":
+                    samples[kind].append(_time(["sh", str(script)]))
+                elif kind == "playbook":
+                    samples[kind].append(_time(play, env))
+                else:
+                    samples[kind].append(_time([playbook_bin, str(empty), "-i", str(inv)], env))
+        bad = [h.name for h in cluster if "__FLODL_END__" not in (work / "ssh-out" / h.name).read_text()]
+        if bad:
+            raise RuntimeError(f"baseline probe did not complete on {bad}")
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        return {
+            "hosts": n,
+            "reps": reps,
+            "samples": samples,
+            "median": med,
+            "ratio": med["playbook"] / med["ssh"],
+            "connections_per_host": max(h.connections() for h in cluster) / (2 * reps + 2),
+        }
+    finally:
+        cluster.down()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="8,16,32")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    reason = require_root()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    if not Path(args.ansible_playbook).exists():
+        print(f"no ansible-playbook at {args.ansible_playbook}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="flodl-preflight-bench-"))
+    try:
+        farm = _farm(work / "collections")
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_COLLECTIONS_PATH=str(farm),
+            ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_RETRY_FILES_ENABLED="false",
+            ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
+        )
+        version = subprocess.run([args.ansible_playbook, "--version"], capture_output=True, text=True,
+                                 check=False).stdout.splitlines()[0]
+        rows = []
+        for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
+            rows.append(bench_size(n, args.reps, args.ansible_playbook, env, work))
+            r = rows[-1]
+            print(f"  N={n}: done ({r['median']['playbook']:.2f}s vs {r['median']['ssh']:.2f}s)", file=sys.stderr)
+        print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; medians in seconds")
+        print(f"{'hosts':>5}  {'ssh & wait':>10}  {'playbook':>9}  {'ratio':>6}  {'empty play':>10}")
+        for r in rows:
+            m = r["median"]
+            print(f"{r['hosts']:>5}  {m['ssh']:>10.2f}  {m['playbook']:>9.2f}  {r['ratio']:>5.2f}x  {m['empty']:>10.2f}")
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: preflight_check
+short_description: Check every flodl cluster host in one parallel round trip before any build
+version_added: "0.1.0"
+description:
+  - Validates the whole run first (topology, reserved C(env) keys, C(flodl_net_timeout_scale) or
+    C(FLODL_NET_TIMEOUT_SCALE), the variables the requested O(phases) need). An invalid run fails here and
+    no host is contacted.
+  - Checks the controller's data path (C(flodl_controller_data_path), else the convention C(/flodl/data))
+    locally, without ssh. A worker whose logical host is the controller's identity is covered by that check.
+  - Runs exactly one ssh per remote worker, all in parallel, with flodl's own ssh argv
+    (C(-p), C(-l), C(-i), the user's C(-o) options, then C(-T -o BatchMode=yes -o ConnectTimeout=5)) and a
+    POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and
+    readable; when C(flodl_prebuild) is true also C(uname -m), the first line of C(ldd --version) and whether
+    C(pkill) exists; when C(flodl_local_devices) is C(all), the NVIDIA and AMD GPU counts.
+  - "Policy: a missing declared data path, an unreadable data path, a CPU arch different from the build
+    host's, musl libc, or C(all) devices with no usable GPU are errors. A missing convention data path, an
+    empty C(uname -m), an absent C(pkill) and an unreachable host or failed probe are warnings. A glibc banner
+    is an advisory note."
+  - When any host has an error the task fails once, with one line per failing host, and the warnings.
+  - The probe changes nothing, so it also runs in check mode.
+options:
+  phases:
+    description:
+      - Phases of the run, to decide which variables are required. C(preflight) is always added.
+    type: list
+    elements: str
+    choices: [preflight, prebuild, launch, teardown]
+    default: [preflight]
+  build_arch:
+    description:
+      - The build host's C(uname -m). Default is the controller's own arch when C(flodl_build_host) is the
+        controller, else it is read over ssh from the build host (its inventory connection variables),
+        in the same parallel sweep as the workers.
+    type: str
+  timeout:
+    description: Seconds one host's probe may take before it counts as unreachable.
+    type: float
+    default: 30
+  max_parallel:
+    description: At most this many probes at once.
+    type: int
+    default: 64
+  fail_on_error:
+    description:
+      - Fail the task when any host has an error. The role sets it to V(false), records the results and then
+        fails with P(ansible.builtin.fail#module) using RV(preflight.failure), so the failure output stays short.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Runs on the controller (play on C(localhost)); the inventory group C(flodl_workers) lists the workers.
+seealso:
+  - module: flodl.cluster.topology
+author:
+  - flodl.cluster contributors
+"""
+
+EXAMPLES = r"""
+- name: Check every host before the build
+  flodl.cluster.preflight_check:
+  register: flodl_preflight_run
+
+- name: Check with the phases that will follow, and a known build host arch
+  flodl.cluster.preflight_check:
+    phases: [preflight, prebuild, launch]
+    build_arch: aarch64
+"""
+
+RETURN = r"""
+preflight:
+  description: Everything preflight found; the role stores it as the fact C(flodl_preflight).
+  returned: when the configuration is valid
+  type: dict
+  contains:
+    ok:
+      description: No host has an error.
+      type: bool
+    prebuild:
+      description: Whether the ABI gate ran (C(flodl_prebuild)).
+      type: bool
+    build_host:
+      description: C(flodl_build_host).
+      type: str
+    build_arch:
+      description: The build host's CPU arch the workers were compared with, or null when unknown.
+      type: str
+      sample: x86_64
+    controller:
+      description: The controller's local check (same keys as a host, plus C(controller=true)).
+      type: dict
+    hosts:
+      description:
+        - Per worker (inventory order), keyed by logical host name. C(status) is ok, warning, error or
+          unreachable; C(arch), C(libc) (short), C(ldd) (banner line) and C(pkill) are null when not probed;
+          C(data_path) has C(path), C(declared) and C(state) (ok, missing, unreadable, unknown);
+          C(gpus) is C({nvidia, amd}) for C(local_devices=all) workers, else null; C(errors), C(warnings) and
+          C(notes) are lists of messages.
+      type: dict
+      sample:
+        h1:
+          status: ok
+          arch: x86_64
+          libc: glibc 2.36
+          pkill: present
+          data_path: {path: /flodl/data, declared: false, state: ok}
+          gpus: {nvidia: 2, amd: 0}
+          errors: []
+          warnings: []
+    failure:
+      description: The failure message, one list item per line (header, one line per failing host, warnings).
+      returned: when a host has an error
+      type: list
+      elements: str
+    failed_hosts:
+      description: Hosts with at least one error.
+      type: list
+      elements: str
+    warnings:
+      description: Every warning, one per line.
+      type: list
+      elements: str
+    summary:
+      description: One line per host.
+      type: list
+      elements: str
+      sample: ["h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"]
+summary:
+  description: Same as C(preflight.summary).
+  returned: when the configuration is valid
+  type: list
+  elements: str
+problems:
+  description: Configuration problems, when the run is invalid (no host was contacted).
+  returned: failure
+  type: list
+  elements: str
+"""

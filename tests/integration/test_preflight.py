@@ -1,0 +1,393 @@
+"""Preflight on real namespace ssh hosts, through the installed collection.
+
+Every test runs ``ansible-playbook flodl.cluster.preflight`` (the playbook
+shipped in the collection tarball) against hosts made by
+tests/harness/netns_cluster.py, and reads what an operator would read: the
+exit status, the single failure message, the summary and the warnings. The
+hosts' sshd logs prove how many connections preflight made.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Collection, run_ansible
+from netns_cluster import Cluster, HostSpec
+
+PLAYBOOK = "flodl.cluster.preflight"
+X86 = os.uname().machine
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def _layout(shared: Path) -> dict[str, Path]:
+    """Project checkout and data dir on the shared filesystem (created before the hosts start)."""
+    paths = {"proj": shared / "proj", "data": shared / "data", "h4data": shared / "h4data"}
+    for p in paths.values():
+        p.mkdir(exist_ok=True)
+        os.chmod(p, 0o755)
+    return paths
+
+
+def _inventory(
+    cluster: Cluster,
+    tmp_path: Path,
+    paths: dict[str, Path],
+    *,
+    group: dict[str, Any] | None = None,
+    hosts: dict[str, dict[str, Any]] | None = None,
+    data_path: bool = True,
+) -> Path:
+    host_vars: dict[str, dict[str, Any]] = {}
+    for h in cluster:
+        hv: dict[str, Any] = {
+            "flodl_path": str(paths["proj"]),
+            "flodl_local_devices": [0],
+            "flodl_nccl_socket_ifname": "eth0",
+            "flodl_arch": "precompiled/cu128",
+        }
+        if data_path:
+            hv["flodl_data_path"] = str(paths["data"])
+        hv.update((hosts or {}).get(h.name, {}))
+        host_vars[h.name] = hv
+    group_vars: dict[str, Any] = {
+        "flodl_controller_host": cluster.controller_ip,
+        "flodl_controller_path": str(paths["proj"]),
+        "flodl_cmd": "train",
+    }
+    if data_path:
+        group_vars["flodl_controller_data_path"] = str(paths["data"])
+    group_vars.update(group or {})
+    return cluster.write_inventory(tmp_path / "inventory.json", group_vars=group_vars, host_vars=host_vars)
+
+
+def _play(collection: Collection, inventory: Path, *extra: str, env: dict[str, str] | None = None):
+    return run_ansible(collection, ["ansible-playbook", PLAYBOOK, "-i", str(inventory), *extra], env=env)
+
+
+def _failures(stdout: str) -> list[Any]:
+    """Every ``fatal: [...]: FAILED! => {...}`` result in the output, parsed."""
+    out = []
+    for line in stdout.splitlines():
+        m = re.match(r"fatal: \[[^\]]+\]: FAILED! => (\{.*\})\s*$", line)
+        if m:
+            out.append(json.loads(m.group(1)))
+    return out
+
+
+def _failure_lines(proc) -> list[str]:
+    fails = _failures(proc.stdout)
+    assert len(fails) == 1, f"expected exactly one failure, got {len(fails)}"
+    msg = fails[0]["msg"]
+    return msg if isinstance(msg, list) else str(msg).splitlines()
+
+
+def _host_lines(lines: list[str]) -> dict[str, str]:
+    """Failing-host lines before the warnings block, keyed by host."""
+    out: dict[str, str] = {}
+    for line in lines[1:]:
+        if line.startswith("warnings"):
+            break
+        host, _, rest = line.strip().partition(": ")
+        out[host] = rest
+    return out
+
+
+def _warnings_block(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    return text.split("warnings (not fatal):", 1)[1] if "warnings (not fatal):" in text else ""
+
+
+def _summary(stdout: str) -> dict[str, str]:
+    """``h1: ok — ...`` lines printed by the preflight task."""
+    out: dict[str, str] = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^  ([A-Za-z0-9._-]+): (ok|warning|error|unreachable)\b(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2) + m.group(3)
+    return out
+
+
+# --------------------------------------------------------------------------
+# the acceptance cluster
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster5(netns_cluster_factory: Callable[..., Cluster], netns_shared_dir: Path):
+    paths = _layout(netns_shared_dir)
+    cluster = netns_cluster_factory(
+        [
+            HostSpec("h1"),
+            HostSpec("h2", arch_i686=True),
+            HostSpec("h3", musl_ldd=True),
+            HostSpec("h4", missing_paths=[str(paths["h4data"])]),
+            HostSpec("h5", unreachable=True),
+        ],
+        shared_root=netns_shared_dir,
+    )
+    return cluster, paths
+
+
+def test_five_hosts_fail_together_in_one_message(installed_collection, cluster5, tmp_path):
+    if X86 != "x86_64":
+        pytest.skip("the i686 personality only exists on x86_64 machines")
+    cluster, paths = cluster5
+    inv = _inventory(cluster, tmp_path, paths, hosts={"h4": {"flodl_data_path": str(paths["h4data"])}})
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+
+    lines = _failure_lines(proc)
+    assert "failed on 3 host(s)" in lines[0]
+    failing = _host_lines(lines)
+    assert sorted(failing) == ["h2", "h3", "h4"], lines
+    assert "arch mismatch" in failing["h2"] and "x86_64" in failing["h2"] and "i686" in failing["h2"]
+    assert "musl" in failing["h3"]
+    assert "declared data path" in failing["h4"] and str(paths["h4data"]) in failing["h4"]
+    warnings = _warnings_block(lines)
+    assert "h5:" in warnings and "h1:" not in warnings
+    assert "h1" not in failing and "h5" not in failing
+
+    summary = _summary(proc.stdout)
+    assert summary["h1"].startswith("ok"), summary
+    assert "x86_64" in summary["h1"] and "glibc" in summary["h1"] and f"data {paths['data']} ok" in summary["h1"]
+    assert summary["h2"].startswith("error") and "i686" in summary["h2"]
+    assert summary["h3"].startswith("error") and "musl" in summary["h3"]
+    assert summary["h4"].startswith("error") and "missing" in summary["h4"]
+    assert summary["h5"].startswith("unreachable")
+    assert "[WARNING]: h5:" in proc.stderr + proc.stdout
+
+    # one ssh round trip per reachable host, nothing built
+    for name in ("h1", "h2", "h3", "h4"):
+        assert cluster[name].connections() == 1, cluster[name].log()
+    assert not (paths["proj"] / "target").exists()
+
+
+def test_without_prebuild_abi_gate_is_skipped_data_path_kept(installed_collection, cluster5, tmp_path):
+    cluster, paths = cluster5
+    inv = _inventory(
+        cluster,
+        tmp_path,
+        paths,
+        group={"flodl_prebuild": False},
+        hosts={"h4": {"flodl_data_path": str(paths["h4data"])}},
+    )
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+    lines = _failure_lines(proc)
+    failing = _host_lines(lines)
+    assert sorted(failing) == ["h4"], lines
+    assert "declared data path" in failing["h4"]
+    summary = _summary(proc.stdout)
+    assert summary["h2"].startswith("ok") and summary["h3"].startswith("ok"), summary
+    assert "i686" not in summary["h2"] and "musl" not in summary["h3"]
+    assert summary["h5"].startswith("unreachable")
+
+
+def test_prebuild_false_as_extra_var_text(installed_collection, cluster5, tmp_path):
+    """``-e flodl_prebuild=false`` arrives as a string and must still mean false."""
+    cluster, paths = cluster5
+    inv = _inventory(cluster, tmp_path, paths)
+    proc = _play(installed_collection, inv, "-e", "flodl_prebuild=false")
+    assert proc.returncode == 0, proc.stdout
+    summary = _summary(proc.stdout)
+    assert summary["h2"].startswith("ok") and summary["h3"].startswith("ok")
+
+
+# --------------------------------------------------------------------------
+# data paths
+# --------------------------------------------------------------------------
+
+
+def test_unreadable_data_path_as_non_root_is_an_error(
+    installed_collection, netns_cluster_factory, netns_shared_dir, tmp_path
+):
+    paths = _layout(netns_shared_dir)
+    locked = netns_shared_dir / "locked"
+    locked.mkdir()
+    cluster = netns_cluster_factory(
+        [HostSpec("h1"), HostSpec("h2", unreadable_paths=[str(locked)])],
+        user="flodltest",
+        shared_root=netns_shared_dir,
+    )
+    inv = _inventory(cluster, tmp_path, paths, hosts={"h2": {"flodl_data_path": str(locked)}})
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+    failing = _host_lines(_failure_lines(proc))
+    assert sorted(failing) == ["h2"]
+    assert "cannot read" in failing["h2"] and str(locked) in failing["h2"]
+    assert _summary(proc.stdout)["h2"].startswith("error") and "unreadable" in _summary(proc.stdout)["h2"]
+
+
+def test_missing_convention_default_only_warns(installed_collection, cluster3, tmp_path, netns_shared_dir):
+    if os.path.exists("/flodl/data"):
+        pytest.skip("/flodl/data exists on this machine, so the convention default is not missing")
+    paths = _layout(netns_shared_dir)
+    inv = _inventory(cluster3, tmp_path, paths, data_path=False)
+    proc = _play(installed_collection, inv)
+    assert proc.returncode == 0, proc.stdout
+    assert _failures(proc.stdout) == []
+    summary = _summary(proc.stdout)
+    for name in ("h1", "h2", "h3"):
+        assert summary[name].startswith("warning") and "data /flodl/data missing" in summary[name]
+    err = proc.stderr + proc.stdout
+    assert "[WARNING]: h1: the convention data path /flodl/data is not present" in err
+
+
+# --------------------------------------------------------------------------
+# validation before any connection
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "expect"),
+    [
+        ("reserved_env", "CUDA_VISIBLE_DEVICES"),
+        ("scale_var", "FLODL_NET_TIMEOUT_SCALE"),
+        ("scale_env", "FLODL_NET_TIMEOUT_SCALE"),
+    ],
+)
+def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_path, netns_shared_dir, case, expect):
+    paths = _layout(netns_shared_dir)
+    group: dict[str, Any] = {}
+    hosts: dict[str, dict[str, Any]] = {}
+    env: dict[str, str] = {}
+    if case == "reserved_env":
+        hosts = {"h2": {"flodl_env": {"CUDA_VISIBLE_DEVICES": "0"}}}
+    elif case == "scale_var":
+        group = {"flodl_net_timeout_scale": "0.05"}
+    else:
+        env = {"FLODL_NET_TIMEOUT_SCALE": "0.05"}
+    inv = _inventory(cluster3, tmp_path, paths, group=group, hosts=hosts)
+    proc = _play(installed_collection, inv, env=env)
+    assert proc.returncode != 0
+    msg = str(_failures(proc.stdout)[0]["msg"])
+    assert expect in msg and "no host was contacted" in msg
+    if case == "reserved_env":
+        assert "h2" in msg
+    for h in cluster3:
+        assert h.connections() == 0, f"{h.name} was contacted:\n{h.log()}"
+
+
+# --------------------------------------------------------------------------
+# GPUs, check mode, the build host, the fact for later phases
+# --------------------------------------------------------------------------
+
+
+def test_all_devices_without_gpu_fails_naming_the_host(installed_collection, cluster3, tmp_path, netns_shared_dir):
+    paths = _layout(netns_shared_dir)
+    inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"}})
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+    failing = _host_lines(_failure_lines(proc))
+    assert sorted(failing) == ["h2"]
+    assert "0 GPUs" in failing["h2"] and "all" in failing["h2"]
+    assert "gpus 0 nvidia / 0 amd" in _summary(proc.stdout)["h2"]
+    assert cluster3["h2"].connections() == 1, "the GPU count rides on the same round trip"
+
+
+def test_check_mode_probes_and_reports(installed_collection, cluster3, tmp_path, netns_shared_dir):
+    paths = _layout(netns_shared_dir)
+    inv = _inventory(cluster3, tmp_path, paths)
+    proc = _play(installed_collection, inv, "--check")
+    assert proc.returncode == 0, proc.stdout
+    summary = _summary(proc.stdout)
+    assert [summary[n][:2] for n in ("h1", "h2", "h3")] == ["ok"] * 3, summary
+    for h in cluster3:
+        assert h.connections() == 1
+
+
+def test_check_mode_still_fails_on_an_error(installed_collection, cluster5, tmp_path):
+    cluster, paths = cluster5
+    inv = _inventory(cluster, tmp_path, paths, hosts={"h4": {"flodl_data_path": str(paths["h4data"])}})
+    proc = _play(installed_collection, inv, "--check")
+    assert proc.returncode != 0
+    assert "h4" in _host_lines(_failure_lines(proc))
+
+
+def test_arch_is_compared_with_the_build_host(
+    installed_collection, netns_cluster_factory, netns_shared_dir, tmp_path
+):
+    """With flodl_build_host on an i686 host, the x86_64 workers are the mismatch."""
+    if X86 != "x86_64":
+        pytest.skip("the i686 personality only exists on x86_64 machines")
+    paths = _layout(netns_shared_dir)
+    cluster = netns_cluster_factory(
+        [HostSpec("h1"), HostSpec("h2", arch_i686=True), HostSpec("b1", arch_i686=True)],
+        shared_root=netns_shared_dir,
+    )
+    inv = _inventory(cluster, tmp_path, paths, group={"flodl_build_host": "b1"})
+    # b1 is in the inventory (its connection vars) but is not a worker.
+    data = json.loads(inv.read_text())
+    data["all"]["children"]["builders"] = {"hosts": {"b1": data["all"]["children"]["flodl_workers"]["hosts"].pop("b1")}}
+    inv.write_text(json.dumps(data))
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+    failing = _host_lines(_failure_lines(proc))
+    assert sorted(failing) == ["h1"], failing
+    assert "compiles i686" in failing["h1"] and "x86_64" in failing["h1"]
+    assert cluster["b1"].connections() == 1, "the build host's arch is read once, after validation"
+
+
+def test_results_are_a_fact_for_later_phases(installed_collection, cluster3, tmp_path, netns_shared_dir):
+    paths = _layout(netns_shared_dir)
+    inv = _inventory(cluster3, tmp_path, paths, hosts={"h3": {"flodl_local_devices": "all"}})
+    playbook = tmp_path / "consume.yml"
+    playbook.write_text(
+        "- name: Preflight then read its fact\n"
+        "  hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Preflight\n"
+        "      block:\n"
+        "        - name: Run the role\n"
+        "          ansible.builtin.include_role:\n"
+        "            name: flodl.cluster.preflight\n"
+        "      rescue:\n"
+        "        - name: Show what the launch phase would read\n"
+        "          ansible.builtin.debug:\n"
+        "            msg: \"GPUS={{ flodl_preflight.hosts['h3'].gpus.nvidia }},{{ flodl_preflight.hosts['h3'].gpus.amd }} "
+        "H1={{ flodl_preflight.hosts['h1'].status }} FAILED={{ flodl_preflight.failed_hosts | join(',') }}\"\n"
+    )
+    proc = run_ansible(installed_collection, ["ansible-playbook", str(playbook), "-i", str(inv)])
+    assert proc.returncode == 0, proc.stdout
+    m = re.search(r"GPUS=(\d+),(\d+) H1=(\w+) FAILED=([\w,]*)", proc.stdout)
+    assert m, proc.stdout
+    assert (int(m.group(1)), int(m.group(2))) == (0, 0)
+    assert m.group(3) == "ok"
+    assert m.group(4) == "h3"
+
+
+def test_controller_own_worker_is_not_probed(installed_collection, cluster3, tmp_path, netns_shared_dir):
+    """A worker whose host is the controller's identity is covered by the local check: no ssh."""
+    paths = _layout(netns_shared_dir)
+    inv = _inventory(cluster3, tmp_path, paths)
+    proc = _play(installed_collection, inv, env={"FLODL_HOST_NAME": "h1"})
+    assert proc.returncode == 0, proc.stdout
+    summary = _summary(proc.stdout)
+    assert "own box" in summary["h1"] and summary["h2"].startswith("ok")
+    assert "controller h1: ok" in proc.stdout
+    assert "2 remote worker(s) probed" in proc.stdout
+    assert cluster3["h1"].connections() == 0
+    assert cluster3["h2"].connections() == 1 and cluster3["h3"].connections() == 1
+
+
+def test_missing_declared_controller_data_path_is_an_error(
+    installed_collection, cluster3, tmp_path, netns_shared_dir
+):
+    paths = _layout(netns_shared_dir)
+    gone = netns_shared_dir / "not-mounted"
+    inv = _inventory(cluster3, tmp_path, paths, group={"flodl_controller_data_path": str(gone)})
+    proc = _play(installed_collection, inv)
+    assert proc.returncode != 0
+    lines = _failure_lines(proc)
+    assert "failed on 1 host(s)" in lines[0]
+    assert str(gone) in lines[1] and "declared data path" in lines[1]
