@@ -75,12 +75,12 @@ seealso:
 EXAMPLES = r"""
 # inventory/train.fdl_cluster.yml, next to the project's fdl.yml and fdl.cluster.yml
 plugin: flodl.cluster.fdl_cluster
-
+---
 # another project, another overlay (reads /srv/proj/fdl.yml + /srv/proj/fdl.lab.yml)
 plugin: flodl.cluster.fdl_cluster
 project_dir: /srv/proj
 env: lab
-
+---
 # with constructed groups: one group per libtorch variant (arch_precompiled_cu128, ...)
 plugin: flodl.cluster.fdl_cluster
 keyed_groups:
