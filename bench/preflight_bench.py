@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Preflight speed: the playbook against plain parallel ssh of the same probe.
 
 Brings up N namespace ssh hosts (tests/harness/netns_cluster.py) for each N,
@@ -140,7 +139,7 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--sizes", default="8,16,32")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))

@@ -7,7 +7,9 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LINE="${1:-2.19}"
 VENV="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}/ansible-$LINE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-WORK="$REPO_ROOT/.cache/sanity-$LINE/ansible_collections/flodl/cluster"
+# Outside the checkout: inside it, ansible-test would ask git for the file
+# list and find the (git-ignored) copy empty.
+WORK="${TMPDIR:-/tmp}/flodl-cluster-sanity-$LINE/ansible_collections/flodl/cluster"
 
 # ansible-test bootstraps pip from a host this machine cannot reach; give it
 # the offline equivalent under the names it looks for.

@@ -69,7 +69,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _, args = self.validate_argument_spec(
+        dummy, args = self.validate_argument_spec(
             argument_spec={
                 "phases": {"type": "list", "elements": "str", "choices": list(PHASES), "default": ["preflight"]},
                 "build_arch": {"type": "str"},

@@ -57,15 +57,17 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Check mode prints the plan and changes nothing.
     support: full
   diff_mode:
+    description: Returns no diff.
     support: none
 notes:
   - Runs on the controller (play on C(localhost)); the inventory group C(flodl_workers) lists the workers.
 seealso:
   - module: flodl.cluster.topology
 author:
-  - flodl.cluster contributors
+  - flodl.cluster contributors (@flodl)
 """
 
 EXAMPLES = r"""

@@ -96,7 +96,7 @@ def _host_lines(lines: list[str]) -> dict[str, str]:
     for line in lines[1:]:
         if line.startswith("warnings"):
             break
-        host, _, rest = line.strip().partition(": ")
+        host, dummy, rest = line.strip().partition(": ")
         out[host] = rest
     return out
 

@@ -280,7 +280,7 @@ def test_check_gpus_vendor_follows_the_arch() -> None:
 
 
 def test_check_gpus_both_vendors_without_arch_is_ambiguous() -> None:
-    _, f = pf.check_gpus(_worker(arch=None), "1 1")
+    dummy, f = pf.check_gpus(_worker(arch=None), "1 1")
     assert f is not None and "NVIDIA" in f.message
 
 
