@@ -1,0 +1,142 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: launch_env
+short_description: Prepare the environment flodl's launcher reads
+version_added: "0.1.0"
+description:
+  - Builds, on the controller, exactly the variables fdl-cli sets before it starts a cluster training command
+    (flodl launcher contract §1a) - C(FLODL_INTERNAL_FULL_CLUSTER_JSON) (controller host resolved, ranks populated,
+    relative C(ssh.identity_file) made absolute as the launched command sees the project, pretty JSON, lowercase
+    hex), C(FLODL_INTERNAL_FDL_CMD), C(FDL_ENV) when non-blank, C(FLODL_INTERNAL_HOST_USER) when known,
+    C(FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS) when any worker has an address, C(FLODL_INTERNAL_PREBUILD_PER_HOST) after
+    a successful prebuild, C(FLODL_NET_TIMEOUT_SCALE) after validation, and C(FLODL_TESTING_CLUSTER_JSON) when
+    C(flodl_testing_cluster) is true.
+  - Validates the whole run first (same rules as M(flodl.cluster.topology)); nothing is contacted when it is invalid.
+  - GPU counts of C(flodl_local_devices=all) workers come from the preflight result (C(flodl_preflight)); workers it
+    does not cover are counted by one parallel ssh sweep (the fdl-cli GPU script).
+  - Recursion guard - when the controller environment already holds C(FLODL_INTERNAL_CLUSTER_JSON) or
+    C(FLODL_INTERNAL_AGENT_JSON), nothing is prepared and the command runs plainly, with a warning.
+  - When the launch command runs through C(docker compose) and workers have addresses, writes
+    C(<project root>/.fdl-cluster-overlay.yml) (extra_hosts for services cuda, dev, bench) and splices
+    C(-f docker-compose.yml -f <overlay>) after C(docker compose); also exports C(HOSTNAME), C(LIBTORCH_CPU_PATH) and
+    (with C(flodl_controller_arch)) C(LIBTORCH_HOST_PATH) for the compose file.
+  - The launch command is C(flodl_launch_command), else C(cargo run --release --bin <flodl_cmd>) in the command's
+    directory, or, with a compose service (O(launch_docker), default C(flodl_controller_docker)),
+    C(docker compose run --rm <service> bash -c "cd /workspace/<dir> && cargo run --release --bin <cmd>").
+  - Prints the plan (command, cwd, variables, decoded topology, envelope, overlay). In check mode the plan shows
+    every value in full and nothing is written.
+options:
+  preflight:
+    description: The preflight result; defaults to the C(flodl_preflight) fact. Its C(hosts.<host>.gpus) are used.
+    type: raw
+  prebuild_envelope:
+    description:
+      - The prebuild envelope, as compact JSON text or a dict. Defaults to the fact C(flodl_prebuild_envelope_json)
+        (or C(flodl_prebuild_envelope)), else C(<project root>/target/cluster/prebuild-envelope.json) when an earlier
+        prebuild left it. Ignored when C(flodl_prebuild) is false.
+    type: raw
+  launch_docker:
+    description:
+      - Compose service of the default launch command. Defaults to C(flodl_launch_docker), else
+        C(flodl_controller_docker). C(false) or an empty string forces a native launch.
+    type: raw
+  testing_cluster:
+    description: Also set C(FLODL_TESTING_CLUSTER_JSON). Defaults to C(flodl_testing_cluster), else false.
+    type: bool
+  container_root:
+    description: Where the compose file mounts the project (the launcher's project root for a compose launch).
+    type: str
+    default: /workspace
+  log_dir:
+    description: Directory for launch logs (returned for M(flodl.cluster.run_launcher)).
+    type: str
+    default: <project root>/target/cluster/logs
+  show_plan:
+    description: Print the launch plan.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Check mode prints the full plan (every value in full) and writes nothing.
+    support: full
+  diff_mode:
+    description: Returns no diff.
+    support: none
+author:
+  - flodl.cluster contributors (@flodl)
+"""
+
+EXAMPLES = r"""
+- name: Prepare the launcher environment
+  flodl.cluster.launch_env:
+  register: flodl_launch
+
+- name: Show the decoded topology
+  ansible.builtin.debug:
+    var: flodl_launch.topology
+"""
+
+RETURN = r"""
+env:
+  description: Variables to add to the controller environment of the launch command (all strings).
+  returned: success
+  type: dict
+command:
+  description: The command to run (compose overlay flags included).
+  returned: success
+  type: str
+cwd:
+  description: Where it runs (project root, or the command's directory for a native launch).
+  returned: success
+  type: str
+guarded:
+  description: True when the recursion guard applied and nothing was prepared.
+  returned: success
+  type: bool
+topology:
+  description: The shipped topology, decoded (what the hex in C(env) holds).
+  returned: success unless guarded
+  type: dict
+topology_json:
+  description: The exact pretty JSON text that was hex-encoded.
+  returned: success unless guarded
+  type: str
+prebuild_envelope:
+  description: The decoded prebuild envelope, when one is shipped.
+  returned: success
+  type: dict
+extra_hosts:
+  description: C(host:ip) pairs of C(FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS).
+  returned: success
+  type: list
+  elements: str
+overlay_path:
+  description: The compose overlay written (or planned in check mode), when any.
+  returned: success
+  type: str
+overlay:
+  description: Its content.
+  returned: success
+  type: str
+log_dir:
+  description: Directory for launch logs.
+  returned: success
+  type: str
+plan:
+  description: The printed plan, one line per item.
+  returned: success
+  type: list
+  elements: str
+launch_warnings:
+  description: Resolution and preparation warnings (also shown as warnings).
+  returned: success
+  type: list
+  elements: str
+"""

@@ -1,0 +1,57 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: orphan_cleanup
+short_description: Stop leftover rank processes of the prebuilt binary on every remote worker
+version_added: "0.1.0"
+description:
+  - flodl's orphan cleanup (launcher contract §3g) as an operator task, for example after an interrupted run.
+  - For every worker that is not the controller's own box and has a prebuilt binary - from the prebuild envelope
+    (fact, else C(<project root>/target/cluster/prebuild-envelope.json)), or, without any envelope,
+    C(target/cluster/<host>/<variant slug>/release/<flodl_cmd>) - one ssh with the launcher's argv runs
+    C(pkill -TERM), waits one second, then C(pkill -KILL) on the absolute binary path. All hosts in parallel.
+  - The pattern is anchored to the start of the command line (only processes of the binary match) and puts the
+    first C(/) in brackets, so the cleanup's own remote shell does not match it.
+  - Idempotent - C(changed) only when a process was found. A host without C(pkill), or one that cannot be reached,
+    is a warning, not a failure.
+options:
+  prebuild_envelope:
+    description: The envelope (compact JSON text or dict); defaults as described above.
+    type: raw
+  timeout:
+    description: Seconds allowed per host.
+    type: float
+    default: 30
+attributes:
+  check_mode:
+    description: Check mode shows what would be stopped and contacts no host.
+    support: full
+  diff_mode:
+    description: Returns no diff.
+    support: none
+author:
+  - flodl.cluster contributors (@flodl)
+"""
+
+EXAMPLES = r"""
+- name: Stop leftover ranks on every worker
+  flodl.cluster.orphan_cleanup:
+"""
+
+RETURN = r"""
+hosts:
+  description: Per host - C(bin), C(status) (C(clean), C(cleaned), C(no_pkill), C(unreachable)), C(found), C(left).
+  returned: always
+  type: dict
+skipped_hosts:
+  description: Remote workers without a known prebuilt binary.
+  returned: always
+  type: list
+  elements: str
+"""

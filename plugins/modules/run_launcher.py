@@ -1,0 +1,88 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: run_launcher
+short_description: Run the flodl launch command on the controller with live output
+version_added: "0.1.0"
+description:
+  - Runs O(command) with C(/bin/sh -c) on the controller, in O(chdir), with the controller's environment plus O(env)
+    (normally the output of M(flodl.cluster.launch_env)).
+  - Every output line (stdout and stderr, merged) is shown in the ansible-playbook output while the command runs,
+    and written to C(<log_dir>/launch-<timestamp>-<pid>.log).
+  - The task fails when the command exits non-zero; C(rc) and the message carry the exit code and the last lines.
+  - The command runs in its own session. Ctrl-C (SIGINT), SIGTERM (an AWX cancel) or SIGHUP sends SIGTERM to its
+    whole process group, waits O(grace_seconds), then sends SIGKILL to whatever is left.
+  - In check mode nothing runs.
+options:
+  command:
+    description: Shell command line to run.
+    type: str
+    required: true
+  chdir:
+    description: Working directory on the controller.
+    type: path
+    required: true
+  env:
+    description: Variables added to (and overriding) the controller environment.
+    type: dict
+    default: {}
+  log_dir:
+    description: Where the log file goes.
+    type: path
+    default: <chdir>/target/cluster/logs
+  grace_seconds:
+    description: Seconds between SIGTERM and SIGKILL when the run is interrupted.
+    type: float
+    default: 10
+  shell:
+    description: Shell used to run O(command).
+    type: str
+    default: /bin/sh
+attributes:
+  check_mode:
+    description: Check mode shows the command and runs nothing.
+    support: full
+  diff_mode:
+    description: Returns no diff.
+    support: none
+author:
+  - flodl.cluster contributors (@flodl)
+"""
+
+EXAMPLES = r"""
+- name: Run the training command
+  flodl.cluster.run_launcher:
+    command: "{{ flodl_launch.command }}"
+    chdir: "{{ flodl_launch.cwd }}"
+    env: "{{ flodl_launch.env }}"
+"""
+
+RETURN = r"""
+rc:
+  description: Exit code of the command (128+N when killed by signal N).
+  returned: when the command ran
+  type: int
+log_file:
+  description: The full output.
+  returned: when the command ran
+  type: str
+seconds:
+  description: Run time.
+  returned: when the command ran
+  type: float
+stdout_tail:
+  description: The last 30 output lines.
+  returned: when the command ran
+  type: list
+  elements: str
+interrupted:
+  description: The signal name when the run was interrupted.
+  returned: when interrupted
+  type: str
+"""
