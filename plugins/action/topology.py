@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, build_context
 
@@ -41,7 +42,8 @@ class ActionModule(ActionBase):
             return result
         result.update(
             changed=False,
-            cluster=ordered_cluster(ctx.cluster),
+            # The join token is the session salt: never in registered results or -v output.
+            cluster=redacted_topology(ordered_cluster(ctx.cluster)),
             controller_identity=ctx.controller_identity,
             remote_hosts=[w["host"] for w in ctx.remotes],
             prebuild=ctx.prebuild,

@@ -44,7 +44,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 cluster:
-  description: The validated C(cluster:) block, in flodl's key order, ranks not yet populated.
+  description:
+    - The validated C(cluster:) block, in flodl's key order, ranks not yet populated.
+    - A C(controller.join.token) is replaced by a placeholder; it is the session salt.
   returned: success
   type: dict
 controller_identity:
