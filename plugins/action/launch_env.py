@@ -18,7 +18,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv, run_parallel
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, build_context, plain
 
@@ -89,7 +90,7 @@ class ActionModule(ActionBase):
             gpu_counts=counts,
             controller_env=dict(os.environ),
             fdl_env=ctx.fdl_env,
-            host_user=controller_user(os.environ),
+            host_user=controller_user(os.environ, run_for_output),
             launch_command=ctx.launch_command,
             docker_service=docker_service,
             container_root=args["container_root"],

@@ -17,7 +17,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.identity import cont
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, run_parallel
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context, plain
 
@@ -102,7 +103,7 @@ class ActionModule(ActionBase):
             abs_bin = rel if rel.startswith("/") else f"{str(worker['path']).rstrip('/')}/{rel}"
             targets[host] = {"worker": worker, "bin": abs_bin}
 
-        user = controller_user(os.environ)
+        user = controller_user(os.environ, run_for_output)
         jobs = {
             host: launcher_argv(t["worker"], cleanup_script(t["bin"]), host_user=user, project_root=ctx.project_root)
             for host, t in targets.items()

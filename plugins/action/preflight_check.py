@@ -14,7 +14,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv, run_parallel
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
     derive_ssh,

@@ -1,10 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Who and where the controller is (§1a ``FLODL_INTERNAL_HOST_USER``, §1c ``FLODL_HOST_NAME``)."""
+"""Who and where the controller is (pure: the caller supplies the command runner) (§1a ``FLODL_INTERNAL_HOST_USER``, §1c ``FLODL_HOST_NAME``)."""
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Mapping
 
 ENV_HOST_OVERRIDE = "FLODL_HOST_NAME"
@@ -12,18 +11,7 @@ ENV_HOST_OVERRIDE = "FLODL_HOST_NAME"
 Runner = Callable[[list[str]], "str | None"]
 
 
-def run_for_output(argv: list[str]) -> str | None:
-    """stdout of a short local command, or ``None`` when it cannot run or fails."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout
-
-
-def controller_hostname(env: Mapping[str, str], run: Runner = run_for_output) -> str:
+def controller_hostname(env: Mapping[str, str], run: Runner) -> str:
     """``FLODL_HOST_NAME`` when non-blank, else ``hostname``, else ``unknown-host``."""
     override = (env.get(ENV_HOST_OVERRIDE) or "").strip()
     if override:
@@ -32,7 +20,7 @@ def controller_hostname(env: Mapping[str, str], run: Runner = run_for_output) ->
     return out or "unknown-host"
 
 
-def controller_user(env: Mapping[str, str], run: Runner = run_for_output) -> str | None:
+def controller_user(env: Mapping[str, str], run: Runner) -> str | None:
     """``USER`` when non-blank, else ``whoami``; ``None`` rather than an invented name.
 
     A made-up user would surface later as a bare ``Permission denied

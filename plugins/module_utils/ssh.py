@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""ssh exactly as flodl reaches its workers, and many of them at once.
+"""ssh exactly as flodl reaches its workers: the argv shapes.
 
 Probes and cleanups use flodl's own ssh argv (flodl-contract.md §7a, §3f)
 rather than an Ansible connection per host: it is the path the launcher
@@ -11,11 +11,7 @@ host instead of Ansible's per-task, per-host overhead.
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 PROBE_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
@@ -30,23 +26,6 @@ LAUNCHER_DEFAULTS = [
     "-o",
     "StrictHostKeyChecking=accept-new",
 ]
-
-
-@dataclass
-class SshResult:
-    """Outcome of one remote command; ``error`` is set when ssh could not run at all."""
-
-    host: str
-    argv: list[str]
-    returncode: int | None
-    stdout: str
-    stderr: str
-    seconds: float
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.returncode == 0
 
 
 def resolve_identity(identity: str, project_root: str | None) -> str:
@@ -102,40 +81,3 @@ def launcher_argv(
         argv += ["-i", resolve_identity(str(ssh["identity_file"]), project_root)]
     argv += [target_of(worker), remote_command]
     return argv
-
-
-def run_one(host: str, argv: list[str], timeout: float) -> SshResult:
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return SshResult(
-            host, argv, None, _text(exc.stdout), _text(exc.stderr), time.monotonic() - start,
-            error=f"no answer within {timeout:g}s",
-        )
-    except OSError as exc:
-        return SshResult(host, argv, None, "", "", time.monotonic() - start, error=f"could not start ssh: {exc}")
-    return SshResult(host, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
-
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-
-
-def run_parallel(jobs: Mapping[str, list[str]], timeout: float = 30.0, max_parallel: int = 64) -> dict[str, SshResult]:
-    """Run every host's argv at once (bounded) and return results keyed by host."""
-    if not jobs:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(max_parallel, len(jobs))) as pool:
-        futures = {host: pool.submit(run_one, host, argv, timeout) for host, argv in jobs.items()}
-        return {host: fut.result() for host, fut in futures.items()}

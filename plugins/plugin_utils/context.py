@@ -21,6 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     NetScaleError,
     parse_net_timeout_scale,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
     cluster_from_inventory,
@@ -164,7 +165,7 @@ def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str])
         except NetScaleError as exc:
             problems.append(f"controller: {scale_source}: {exc}")
 
-    identity = controller_hostname(os.environ)
+    identity = controller_hostname(os.environ, run_for_output)
     prebuild_raw = _var(task_vars, templar, "flodl_prebuild", True)
     prebuild = _as_bool(prebuild_raw)
     if prebuild is None:

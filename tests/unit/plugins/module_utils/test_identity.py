@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import sys
 
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import (
     ENV_HOST_OVERRIDE,
     controller_hostname,
     controller_user,
-    run_for_output,
 )
 
 
@@ -87,7 +87,7 @@ def test_default_runner_really_asks_hostname(monkeypatch):
     # only loosely: it must not be the fallback when hostname(1) exists.
     import shutil
 
-    name = controller_hostname({})
+    name = controller_hostname({}, run_for_output)
     if shutil.which("hostname"):
         assert name != "unknown-host" and name == name.strip() and name
     else:

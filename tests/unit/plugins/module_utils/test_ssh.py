@@ -8,14 +8,12 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils import ssh as s
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import (
-    SshResult,
     launcher_argv,
     probe_argv,
     resolve_identity,
-    run_one,
-    run_parallel,
     target_of,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import SshResult, run_one, run_parallel
 
 FULL_SSH = {
     "target": "10.0.0.12",
