@@ -1,0 +1,56 @@
+"""Every plugin and role of the installed collection documents itself."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, run_ansible
+
+MODULES = sorted(p.stem for p in (REPO_ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+ROLES = sorted(p.name for p in (REPO_ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").exists())
+
+
+def test_every_phase_has_a_module_and_role() -> None:
+    # Guards the parametrisation below against an empty glob.
+    assert {"topology", "preflight_check", "cargo_prebuild", "launch_env", "run_launcher", "orphan_cleanup"} <= set(MODULES)
+    assert ROLES == ["launch", "prebuild", "preflight"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_doc_renders(installed_collection, name: str) -> None:
+    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "module", f"flodl.cluster.{name}"])
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert f"flodl.cluster.{name}" in text
+    # DOCUMENTATION, EXAMPLES and RETURN all rendered.
+    assert "AUTHOR" in text
+    assert "EXAMPLES" in text
+    assert "RETURN VALUES" in text
+
+
+def test_filter_doc_renders(installed_collection) -> None:
+    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "filter", "flodl.cluster.hex_to_text"])
+    assert proc.returncode == 0, proc.stderr
+    assert "hex_to_text" in proc.stdout and "EXAMPLES" in proc.stdout
+
+
+def test_inventory_doc_renders(installed_collection) -> None:
+    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "inventory", "flodl.cluster.fdl_cluster"])
+    assert proc.returncode == 0, proc.stderr
+    assert "project_dir" in proc.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_argument_spec_renders(installed_collection, role: str) -> None:
+    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "role", f"flodl.cluster.{role}"])
+    assert proc.returncode == 0, proc.stderr
+    assert f"flodl.cluster.{role}" in proc.stdout
+    assert re.search(r"ENTRY POINT: \*?main\*?", proc.stdout)
+    assert "Options (= indicates it is required)" in proc.stdout
+
+
+def test_playbooks_are_installed(installed_collection) -> None:
+    root = Path(installed_collection.collections_path) / "ansible_collections" / "flodl" / "cluster" / "playbooks"
+    assert sorted(p.stem for p in root.glob("*.yml")) == ["cluster_train", "launch", "prebuild", "preflight", "teardown"]
