@@ -517,8 +517,8 @@ def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker
 
     project = demo_project()
     compose = project / "docker-compose.yml"
-    # flodl's own compose file has a `bench` service and the overlay names it (§5); the demo's has none.
-    compose.write_text(compose.read_text() + "  bench: *build\n")
+    # The overlay names cuda, dev and bench (§5): docker compose refuses it unless all three exist.
+    assert all(f"\n  {svc}:" in compose.read_text() for svc in ("cuda", "dev", "bench"))
     record = (
         'docker compose run --rm dev bash -c "env | grep -E \'^(FLODL_|FDL_ENV=|HOSTNAME=)\' | sort > /workspace/rec.txt; '
         'getent hosts h1 h2 >> /workspace/rec.txt"'
