@@ -15,6 +15,9 @@
 #      STAND-IN (examples/demo/standin_launcher.py, NOT flodl's real launcher)
 #      running each host's own prebuilt binary over ssh, output prefixed [h1] ...
 #
+# Arguments go to ansible-playbook: `scripts/demo.sh --check` shows the plan
+# (probe, build commands, launch environment) and runs nothing expensive.
+#
 # Knobs: FLODL_DEMO_FAIL_HOST=h2:3 (make h2's rank exit 3), FLODL_DEMO_KEEP=1
 # (keep the hosts and files), ANSIBLE_PLAYBOOK / ANSIBLE_GALAXY (which ansible).
 set -euo pipefail
@@ -35,8 +38,7 @@ fi
 
 find_tool() {  # $1 = name; prefer the venv bootstrap created, then PATH
     local v
-    for v in "${FLODL_VENV:-}" "${FLODL_VENV_DIR:-$REPO/.venv}/ansible-2.19" "${FLODL_VENV_DIR:-$REPO/.venv}/ansible-2.21" \
-             /opt/venv219 /opt/venv221; do
+    for v in "${FLODL_VENV:-}" "${FLODL_VENV_DIR:-$REPO/.venv}/ansible-2.19" "${FLODL_VENV_DIR:-$REPO/.venv}/ansible-2.21"; do
         if [ -n "$v" ] && [ -x "$v/bin/$1" ]; then echo "$v/bin/$1"; return; fi
     done
     command -v "$1" || { echo "$1 not found: run scripts/bootstrap.sh first" >&2; exit 2; }
@@ -118,7 +120,7 @@ ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
 ANSIBLE_HOST_KEY_CHECKING=false \
 ANSIBLE_RETRY_FILES_ENABLED=false \
 ANSIBLE_LOCAL_TEMP="$STATE/ansible-local" \
-    "$ANSIBLE_PLAYBOOK" -i "$STATE/inventory.json" flodl.cluster.cluster_train
+    "$ANSIBLE_PLAYBOOK" -i "$STATE/inventory.json" flodl.cluster.cluster_train "$@"
 RC=$?
 set -e
 

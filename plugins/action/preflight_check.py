@@ -14,6 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
@@ -148,6 +149,7 @@ class ActionModule(ActionBase):
                 error=res.error,
             )
             report["target"] = jobs[host][-2]
+            report["probe_command"] = join_posix(jobs[host])
             report["seconds"] = round(res.seconds, 3)
             reports[host] = report
 
@@ -177,6 +179,12 @@ class ActionModule(ActionBase):
         header = f"flodl preflight ({len(ctx.remotes)} remote worker(s) probed"
         header += f", build arch {build_arch})" if build_arch else ")"
         display.display("\n".join([header, *[f"  {line}" for line in summary]] + ([advisory] if advisory else [])))
+        if self._task.check_mode:
+            # The plan an operator reviews before a real run: the exact probe per host.
+            display.display(
+                "flodl preflight probes (check mode; the probe only reads):\n"
+                + "\n".join(f"  {host}: {report['probe_command']}" for host, report in reports.items() if "probe_command" in report)
+            )
 
         result.update(changed=False, preflight=data, summary=summary)
         if totals["failed_hosts"]:

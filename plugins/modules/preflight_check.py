@@ -109,7 +109,8 @@ preflight:
           unreachable; C(arch), C(libc) (short), C(ldd) (banner line) and C(pkill) are null when not probed;
           C(data_path) has C(path), C(declared) and C(state) (ok, missing, unreadable, unknown);
           C(gpus) is C({nvidia, amd}) for C(local_devices=all) workers, else null; C(errors), C(warnings) and
-          C(notes) are lists of messages.
+          C(notes) are lists of messages; C(target) and C(probe_command) (the exact ssh command line, quoted)
+          are set for probed hosts.
       type: dict
       sample:
         h1:

@@ -303,6 +303,9 @@ def test_check_mode_probes_and_reports(installed_collection, cluster3, tmp_path,
     assert [summary[n][:2] for n in ("h1", "h2", "h3")] == ["ok"] * 3, summary
     for h in cluster3:
         assert h.connections() == 1
+        # The plan shows the exact probe sent to each host.
+        probe_line = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f"{h.name}: ssh "))
+        assert h.ip in probe_line and "BatchMode=yes" in probe_line and "__FLODL_DP_DIR__" in probe_line
 
 
 def test_check_mode_still_fails_on_an_error(installed_collection, cluster5, tmp_path):
