@@ -21,21 +21,13 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVE
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, build_context, plain
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, build_context, fail_result, plain
 
 display = Display()
 
 LOG_DIR_REL = "target/cluster/logs"
 _UNSET = object()
 
-
-def _fail(result: dict[str, Any], problems: list[str], what: str) -> dict[str, Any]:
-    result.update(
-        failed=True,
-        msg=f"{what} ({len(problems)} problem(s)):\n  " + "\n  ".join(problems),
-        problems=problems,
-    )
-    return result
 
 
 class ActionModule(ActionBase):
@@ -62,7 +54,7 @@ class ActionModule(ActionBase):
         try:
             ctx = build_context(task_vars, self._templar, ["launch"])
         except TopologyError as exc:
-            return _fail(result, exc.problems, "flodl cluster configuration is invalid; no host was contacted")
+            return fail_result(result, exc.problems)
         check = bool(self._task.check_mode)
         root = ctx.project_root.rstrip("/") or "/"
         log_dir = args["log_dir"] or le.join_root(root, LOG_DIR_REL)
@@ -78,7 +70,7 @@ class ActionModule(ActionBase):
             try:
                 counts, count_notes = self._gpu_counts(ctx, args, task_vars)
             except TopologyError as exc:
-                return _fail(result, exc.problems, "could not count the GPUs of `local_devices: all` workers")
+                return fail_result(result, exc.problems, "could not count the GPUs of `local_devices: all` workers")
             warnings += count_notes
         envelope_text, envelope_source = self._envelope(ctx, args, task_vars) if guard is None else (None, None)
 
@@ -102,7 +94,7 @@ class ActionModule(ActionBase):
         try:
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:
-            return _fail(result, exc.problems, "the launch topology is incomplete; nothing was started")
+            return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         warnings += plan.warnings
         env = dict(plan.env)
         if not plan.guarded and le.is_compose_command(plan.command):

@@ -20,7 +20,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context, plain
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context, fail_result, plain
 
 display = Display()
 
@@ -81,12 +81,7 @@ class ActionModule(ActionBase):
         try:
             ctx = build_context(task_vars, self._templar, ["teardown"])
         except TopologyError as exc:
-            result.update(
-                failed=True,
-                msg="flodl cluster configuration is invalid; no host was contacted:\n  " + "\n  ".join(exc.problems),
-                problems=exc.problems,
-            )
-            return result
+            return fail_result(result, exc.problems)
         envelope, source = self._envelope(ctx.project_root, args, task_vars)
         targets: dict[str, dict[str, Any]] = {}
         skipped: list[str] = []

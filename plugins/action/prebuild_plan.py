@@ -8,7 +8,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, plan_prebuild
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context, plain
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context, fail_result, plain
 
 
 class ActionModule(ActionBase):
@@ -25,13 +25,7 @@ class ActionModule(ActionBase):
         try:
             ctx = build_context(task_vars, self._templar, ["prebuild"])
         except TopologyError as exc:
-            result.update(
-                failed=True,
-                msg=f"flodl cluster configuration is invalid ({len(exc.problems)} problem(s)); "
-                "no host was contacted:\n  " + "\n  ".join(exc.problems),
-                problems=exc.problems,
-            )
-            return result
+            return fail_result(result, exc.problems)
 
         dedupe_raw = task_vars.get("flodl_prebuild_dedupe", True)
         dedupe = self._templar.template(dedupe_raw) if self._templar is not None else dedupe_raw

@@ -22,7 +22,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     derive_ssh,
     effective_data_path,
 )
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, RunContext, build_context, plain
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, RunContext, build_context, fail_result, plain
 
 display = Display()
 
@@ -86,13 +86,7 @@ class ActionModule(ActionBase):
         try:
             ctx = build_context(task_vars, self._templar, phases)
         except TopologyError as exc:
-            result.update(
-                failed=True,
-                msg=f"flodl cluster configuration is invalid ({len(exc.problems)} problem(s)); "
-                "no host was contacted:\n  " + "\n  ".join(exc.problems),
-                problems=exc.problems,
-            )
-            return result
+            return fail_result(result, exc.problems)
 
         identity = ctx.controller_identity
         controller = self._controller(ctx)

@@ -8,7 +8,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, build_context
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, build_context, fail_result
 
 
 class ActionModule(ActionBase):
@@ -33,13 +33,7 @@ class ActionModule(ActionBase):
         try:
             ctx = build_context(task_vars or {}, self._templar, args["phases"])
         except TopologyError as exc:
-            result.update(
-                failed=True,
-                msg=f"flodl cluster configuration is invalid ({len(exc.problems)} problem(s)); "
-                "no host was contacted:\n  " + "\n  ".join(exc.problems),
-                problems=exc.problems,
-            )
-            return result
+            return fail_result(result, exc.problems)
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+# One definition of flodl's join/ssh key sets, shared with the inventory-side validator.
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import JOIN_KEYS, JOIN_STARTS as JOIN_START_VALUES, SSH_KEYS
+
 try:
     import yaml
 except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
@@ -35,21 +38,9 @@ CONFIG_NAMES = ("fdl.yaml", "fdl.yml", "fdl.json")
 OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"
 INHERIT_KEY = "inherit-from"
-JOIN_START_VALUES = ("auto", "manual", "hybrid")
 
 CLUSTER_KEYS = ("controller", "workers", "env", "gpu_ram_share")
 CONTROLLER_KEYS = ("host", "port", "path", "docker", "arch", "data_path", "join")
-JOIN_KEYS = (
-    "min_rank_start",
-    "join_timeout",
-    "target_ranks",
-    "max_join_timeout",
-    "open_admission",
-    "discovery",
-    "token",
-    "tunnel_only",
-    "start",
-)
 WORKER_KEYS = (
     "host",
     "local_devices",
@@ -63,7 +54,6 @@ WORKER_KEYS = (
     "docker",
     "env",
 )
-SSH_KEYS = ("target", "port", "user", "identity_file", "options")
 
 # (fdl worker key, host variable) in interface.md order; required ones are
 # always emitted, the rest only when the merged file sets them.

@@ -66,6 +66,19 @@ WORKER_VARS = (
 )
 
 
+INVALID_CONFIG = "flodl cluster configuration is invalid; no host was contacted"
+
+
+def fail_result(result: dict[str, Any], problems: list[str], what: str = INVALID_CONFIG) -> dict[str, Any]:
+    """Fail an action with every problem on its own line (and as a list for callers)."""
+    result.update(
+        failed=True,
+        msg=f"{what} ({len(problems)} problem(s)):\n  " + "\n  ".join(problems),
+        problems=problems,
+    )
+    return result
+
+
 def plain(value: Any) -> Any:
     """Native Python containers/scalars (drops Ansible's tagged wrapper types)."""
     return json.loads(json.dumps(value))
