@@ -24,4 +24,4 @@ rsync -a --delete \
   --exclude target --exclude .cargo-home --exclude __pycache__ \
   "$REPO_ROOT/" "$WORK/"
 cd "$WORK"
-"$VENV/bin/ansible-test" sanity --python "$PY" --requirements --color no
+"$VENV/bin/ansible-test" sanity --python "$PY" --requirements --color no "${@:2}"

@@ -29,7 +29,6 @@ LOG_DIR_REL = "target/cluster/logs"
 _UNSET = object()
 
 
-
 class ActionModule(ActionBase):
     """Validation first; the only host traffic is the GPU count sweep for ``all`` workers not yet counted."""
 
