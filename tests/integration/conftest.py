@@ -24,16 +24,7 @@ sys.path.insert(0, str(HERE))
 # Namespace ssh hosts and the docker engine, as fixtures.
 pytest_plugins = ["fixtures_netns", "fixtures_docker"]
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def need(condition: bool, reason: str) -> None:
-    """Skip outside CI; fail under CI, where every tool must be installed."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"required under CI=true: {reason}")
-    pytest.skip(reason)
+from ci_policy import need  # noqa: E402  (also imported by the tests from here)
 
 
 def ansible_bin(name: str) -> str:

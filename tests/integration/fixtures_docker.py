@@ -32,6 +32,7 @@ import pytest
 _REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(_REPO_ROOT / "tests" / "harness"))
 
+from ci_policy import need  # noqa: E402
 from docker_engine import (  # noqa: E402
     BUILDER_IMAGE,
     DockerEngine,
@@ -54,33 +55,24 @@ PROJECTS_ROOT = Path(os.environ.get("FLODL_TEST_PROJECTS_ROOT", "/var/tmp/flodl-
 _COPY_IGNORE = shutil.ignore_patterns("target", ".cargo-home", ".fdl-cluster-overlay.yml")
 
 
-def _need(condition: bool, reason: str) -> None:
-    """Same policy as conftest.need (defined after this module is imported)."""
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"required under CI=true: {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_engine() -> Iterator[DockerEngine]:
-    _need(os.geteuid() == 0, "the docker harness needs root (dockerd, debootstrap)")
+    need(os.geteuid() == 0, "the docker harness needs root (dockerd, debootstrap)")
     for tool in ("docker", "dockerd", "debootstrap"):
-        _need(shutil.which(tool) is not None, f"{tool} not found: run scripts/install-docker-tools.sh")
+        need(shutil.which(tool) is not None, f"{tool} not found: run scripts/install-docker-tools.sh")
     engine = DockerEngine()
     try:
         engine.start()
     except DockerError as exc:
-        _need(False, f"docker engine unavailable: {exc}")
+        need(False, f"docker engine unavailable: {exc}")
     try:
         reason = ensure_compose_v2(install=True)
-        _need(reason is None, reason or "")
+        need(reason is None, reason or "")
         t0 = time.monotonic()
         try:
             timings = ensure_builder_image()
         except DockerError as exc:
-            _need(False, f"builder image {BUILDER_IMAGE} could not be built: {exc}")
+            need(False, f"builder image {BUILDER_IMAGE} could not be built: {exc}")
             return
         if timings:
             steps = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())

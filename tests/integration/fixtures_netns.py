@@ -25,6 +25,7 @@ _HARNESS = Path(__file__).resolve().parent.parent / "harness"
 if str(_HARNESS) not in sys.path:
     sys.path.insert(0, str(_HARNESS))
 
+from ci_policy import need  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 __all__ = ["netns_cluster_factory", "cluster3", "netns_shared_dir"]
@@ -32,11 +33,7 @@ __all__ = ["netns_cluster_factory", "cluster3", "netns_shared_dir"]
 
 def _need_netns() -> None:
     reason = require_root()
-    if reason is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"required under CI=true: {reason}")
-    pytest.skip(reason)
+    need(reason is None, reason or "")
 
 
 @pytest.fixture

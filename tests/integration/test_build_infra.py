@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures_docker import PROJECTS_ROOT, _need as need, copy_demo_project
+from ci_policy import need
+from fixtures_docker import PROJECTS_ROOT, copy_demo_project
 
 CARGO = shutil.which("cargo") or "/root/.cargo/bin/cargo"
 
