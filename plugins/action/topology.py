@@ -8,7 +8,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, build_context, fail_result
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
 
 
 class ActionModule(ActionBase):
@@ -31,7 +31,7 @@ class ActionModule(ActionBase):
             }
         )
         try:
-            ctx = build_context(task_vars or {}, self._templar, args["phases"])
+            ctx = read_run(self, task_vars or {}, args["phases"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
         result.update(

@@ -19,7 +19,6 @@ only needs the standard library plus PyYAML, which ships with ansible-core.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # One definition of flodl's join/ssh key sets, shared with the inventory-side validator.
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import JOIN_KEYS, JOIN_STARTS as JOIN_START_VALUES, SSH_KEYS
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 
 try:
     import yaml
@@ -38,22 +37,6 @@ CONFIG_NAMES = ("fdl.yaml", "fdl.yml", "fdl.json")
 OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"
 INHERIT_KEY = "inherit-from"
-
-CLUSTER_KEYS = ("controller", "workers", "env", "gpu_ram_share")
-CONTROLLER_KEYS = ("host", "port", "path", "docker", "arch", "data_path", "join")
-WORKER_KEYS = (
-    "host",
-    "local_devices",
-    "nccl_socket_ifname",
-    "path",
-    "ssh",
-    "tunnel",
-    "arch",
-    "data_path",
-    "gpu_ram_share",
-    "docker",
-    "env",
-)
 
 # (fdl worker key, host variable) in interface.md order; required ones are
 # always emitted, the rest only when the merged file sets them.
@@ -90,14 +73,23 @@ class FdlConfigError(Exception):
     empty), ``problem`` what was found and ``fix`` what to do about it.
     """
 
-    def __init__(self, problem: str, files: Sequence[Any] = (), key: str = "", fix: str = "") -> None:
+    def __init__(
+        self, problem: str, files: Sequence[Any] = (), key: str = "", fix: str = "",
+        problems: Optional[Sequence[str]] = None,
+    ) -> None:
         self.files = [str(f) for f in files]
         self.key = key
         self.problem = problem
         self.fix = fix
+        self.problems = list(problems) if problems else []
         super().__init__(self._render())
 
     def _render(self) -> str:
+        if self.problems:
+            head = " + ".join(self.files) + ": " if self.files else ""
+            if len(self.problems) == 1:
+                return head + self.problems[0]
+            return head + "%d problems:\n  " % len(self.problems) + "\n  ".join(self.problems)
         parts = []
         if self.files:
             parts.append(" + ".join(self.files))
@@ -352,216 +344,15 @@ def load_config(project_dir: Any, env: Optional[str] = DEFAULT_ENV) -> FdlConfig
 # --------------------------------------------------------------------------
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean (%s)" % json.dumps(value)
-    if isinstance(value, int):
-        return "an integer (%d)" % value
-    if isinstance(value, float):
-        return "a number (%r)" % value
-    if isinstance(value, str):
-        return "a string (%s)" % json.dumps(value)
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return "a %s (%r)" % (type(value).__name__, value)
-
-
-class _Checker:
-    """Validation helpers bound to the files being checked."""
-
-    def __init__(self, files: Sequence[Any]) -> None:
-        self.files = list(files)
-
-    def fail(self, key: str, problem: str, fix: str = "") -> None:
-        raise FdlConfigError(problem, files=self.files, key=key, fix=fix)
-
-    def mapping(self, value: Any, key: str, allowed: Sequence[str]) -> Dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(key, "expected a mapping, got %s" % _kind(value))
-        for name in value:
-            if name not in allowed:
-                self.fail(
-                    "%s.%s" % (key, name),
-                    "unknown key %s" % json.dumps(str(name)),
-                    "remove it or fix its spelling; allowed keys: " + ", ".join(allowed),
-                )
-        return value
-
-    def required(self, mapping: Dict[str, Any], name: str, key: str, hint: str) -> Any:
-        if mapping.get(name) is None:
-            self.fail("%s.%s" % (key, name), "required key is missing", hint)
-        return mapping[name]
-
-    def string(self, value: Any, key: str) -> None:
-        if not isinstance(value, str):
-            self.fail(key, "expected a string, got %s" % _kind(value), "quote the value")
-
-    def boolean(self, value: Any, key: str) -> None:
-        if not isinstance(value, bool):
-            self.fail(key, "expected true or false, got %s" % _kind(value))
-
-    def uint(self, value: Any, key: str, upper: Optional[int] = None) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (upper is not None and value > upper):
-            wanted = "an integer in 0..%d" % upper if upper is not None else "a non-negative integer"
-            self.fail(key, "expected %s, got %s" % (wanted, _kind(value)))
-
-    def share(self, value: Any, key: str) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:
-            self.fail(
-                key,
-                "must be a non-negative fraction of host RAM (e.g. 0.5), got %s" % _kind(value),
-                "use a finite number >= 0 (values above 1.0 are allowed)",
-            )
-
-    def env_map(self, value: Any, key: str) -> None:
-        if not isinstance(value, dict):
-            self.fail(key, "expected a mapping of NAME: \"value\" strings, got %s" % _kind(value))
-        for name, item in value.items():
-            if not isinstance(name, str):
-                self.fail(key, "environment variable names must be strings, got %s" % _kind(name))
-            if not isinstance(item, str):
-                self.fail(
-                    "%s.%s" % (key, name),
-                    "environment values must be strings, got %s" % _kind(item),
-                    "quote the value, e.g. %s: \"%s\"" % (name, _plain(item)),
-                )
-
-    def optional(self, mapping: Dict[str, Any], name: str, key: str, check: Any, *args: Any) -> None:
-        value = mapping.get(name)
-        if value is not None:
-            check(value, "%s.%s" % (key, name), *args)
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def worker_label(index: int, worker: Any) -> str:
-    """``cluster.workers[i] ("host")`` as fdl-cli names a worker."""
-    label = "cluster.workers[%d]" % index
-    if isinstance(worker, dict) and isinstance(worker.get("host"), str):
-        label += " (%s)" % json.dumps(worker["host"])
-    return label
-
-
-def _check_local_devices(check: _Checker, value: Any, key: str) -> None:
-    fix = 'use "all" or a list of GPU indices such as [0, 1]'
-    if isinstance(value, str):
-        if value != "all":
-            check.fail(key, 'expected "all" or a list of GPU indices, got %s' % _kind(value), fix)
-        return
-    if not isinstance(value, list):
-        check.fail(key, 'expected "all" or a list of GPU indices, got %s' % _kind(value), fix)
-    if not value:
-        check.fail(key, "the list of GPU indices is empty", fix)
-    for position, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 255:
-            check.fail("%s[%d]" % (key, position), "expected a GPU index in 0..255, got %s" % _kind(item), fix)
-
-
-def _check_ssh(check: _Checker, value: Any, key: str) -> None:
-    ssh = check.mapping(value, key, SSH_KEYS)
-    for name in ("target", "user", "identity_file"):
-        check.optional(ssh, name, key, check.string)
-    check.optional(ssh, "port", key, check.uint, 65535)
-    options = ssh.get("options")
-    if options is not None:
-        if not isinstance(options, list):
-            check.fail(key + ".options", "expected a list of Key=Value strings, got %s" % _kind(options))
-        for position, item in enumerate(options):
-            if not isinstance(item, str):
-                check.fail(
-                    "%s.options[%d]" % (key, position),
-                    "expected a Key=Value string, got %s" % _kind(item),
-                    "write each option as a string, e.g. \"ConnectTimeout=5\"",
-                )
-
-
-def _check_worker(check: _Checker, index: int, worker: Any) -> None:
-    if not isinstance(worker, dict):
-        check.fail("cluster.workers[%d]" % index, "expected a mapping, got %s" % _kind(worker))
-    key = worker_label(index, worker)
-    if "ranks" in worker:
-        check.fail(
-            key + ".ranks",
-            "declares `ranks:`, which is not user configuration; ranks are computed from probed "
-            "device counts at launch",
-            "Remove the key.",
-        )
-    check.mapping(worker, key, WORKER_KEYS)
-    check.string(check.required(worker, "host", key, "name the worker's hostname"), key + ".host")
-    _check_local_devices(
-        check,
-        check.required(worker, "local_devices", key, 'set local_devices to "all" or a list of GPU indices'),
-        key + ".local_devices",
-    )
-    check.string(
-        check.required(worker, "nccl_socket_ifname", key, "name the NIC NCCL should use, e.g. enp1s0"),
-        key + ".nccl_socket_ifname",
-    )
-    check.string(check.required(worker, "path", key, "set the project checkout path on that host"), key + ".path")
-    if worker.get("ssh") is not None:
-        _check_ssh(check, worker["ssh"], key + ".ssh")
-    check.optional(worker, "tunnel", key, check.boolean)
-    for name in ("arch", "data_path", "docker"):
-        check.optional(worker, name, key, check.string)
-    check.optional(worker, "gpu_ram_share", key, check.share)
-    check.optional(worker, "env", key, check.env_map)
-
-
-def _check_join(check: _Checker, value: Any, key: str) -> None:
-    join = check.mapping(value, key, JOIN_KEYS)
-    for name in ("min_rank_start", "join_timeout", "target_ranks", "max_join_timeout"):
-        check.optional(join, name, key, check.uint)
-    for name in ("open_admission", "discovery", "tunnel_only"):
-        check.optional(join, name, key, check.boolean)
-    check.optional(join, "token", key, check.string)
-    start = join.get("start")
-    if start is not None and start not in JOIN_START_VALUES:
-        check.fail(
-            key + ".start",
-            "must be one of auto | manual | hybrid, got %s" % _kind(start),
-            "use auto, manual or hybrid",
-        )
-
-
 def validate_cluster(cluster: Any, files: Sequence[Any] = ()) -> Dict[str, Any]:
-    """Strictly check a merged ``cluster:`` block; return it unchanged.
+    """Check a merged ``cluster:`` block with the collection's one validator; return it unchanged.
 
-    Type/shape checks as fdl-cli's strict parse does them (unknown keys at
-    every level, required keys, value types), plus the load-time refusals
-    of ``ranks:`` and bad ``gpu_ram_share`` values. Semantic checks that
-    also apply to hand-written inventories (blank values, reserved env
-    keys, ...) are left to the roles.
+    Every problem is reported at once, named by fdl key path
+    (``cluster.workers[1] ("gpu-b").local_devices``), with the files merged.
     """
-    check = _Checker(files)
-    check.mapping(cluster, "cluster", CLUSTER_KEYS)
-    controller = check.required(cluster, "controller", "cluster", "add a controller: block with host and path")
-    check.mapping(controller, "cluster.controller", CONTROLLER_KEYS)
-    for name, hint in (("host", "the address workers dial"), ("path", "the controller's project root")):
-        check.string(check.required(controller, name, "cluster.controller", "set " + hint),
-                     "cluster.controller." + name)
-    check.optional(controller, "port", "cluster.controller", check.uint, 65535)
-    for name in ("docker", "arch", "data_path"):
-        check.optional(controller, name, "cluster.controller", check.string)
-    if controller.get("join") is not None:
-        _check_join(check, controller["join"], "cluster.controller.join")
-    if "workers" not in cluster or cluster["workers"] is None:
-        check.fail("cluster.workers", "required key is missing", "list the worker hosts under workers:")
-    workers = cluster["workers"]
-    if not isinstance(workers, list):
-        check.fail("cluster.workers", "expected a list of workers, got %s" % _kind(workers))
-    for index, worker in enumerate(workers):
-        _check_worker(check, index, worker)
-    check.optional(cluster, "env", "cluster", check.env_map)
-    check.optional(cluster, "gpu_ram_share", "cluster", check.share)
+    problems = cluster_problems(cluster, FDL)
+    if problems:
+        raise FdlConfigError(problems[0], files=files, problems=problems)
     return cluster
 
 
@@ -685,24 +476,7 @@ def inventory_from_cluster(
     ``files`` only serve error messages.
     """
     validate_cluster(cluster, files)
-    workers: List[Tuple[str, Dict[str, Any]]] = []
-    seen: Dict[str, int] = {}
-    for index, worker in enumerate(cluster["workers"]):
-        name = worker["host"]
-        if not name.strip():
-            raise FdlConfigError(
-                "is blank", files=files, key=worker_label(index, worker) + ".host",
-                fix="set the worker's hostname",
-            )
-        if name in seen:
-            raise FdlConfigError(
-                "host %s is already used by cluster.workers[%d]; an inventory holds each host once"
-                % (json.dumps(name), seen[name]),
-                files=files, key=worker_label(index, worker) + ".host",
-                fix="list each machine once, with all its GPUs in local_devices",
-            )
-        seen[name] = index
-        workers.append((name, worker_hostvars(worker, project_dir)))
+    workers = [(worker["host"], worker_hostvars(worker, project_dir)) for worker in cluster["workers"]]
 
     cluster_vars: Dict[str, Any] = {}
     controller = cluster["controller"]

@@ -491,3 +491,33 @@ def collect(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     warnings = [w for r in reports for w in r.get("warnings") or []]
     notes = [n for r in reports for n in r.get("notes") or []]
     return {"failed_hosts": failed, "warnings": warnings, "notes": notes}
+
+
+def local_worker_report(
+    worker: Mapping[str, Any], controller: Mapping[str, Any], arch: str, gpu_text: str | None
+) -> dict[str, Any]:
+    """The controller's own worker entry: covered by the controller's checks, no ssh.
+
+    ``gpu_text`` is the local GPU count output, for a ``local_devices: all`` worker.
+    """
+    report: dict[str, Any] = {
+        "host": worker["host"],
+        "controller": True,
+        "status": controller["status"],
+        "arch": arch,
+        "libc": None,
+        "ldd": None,
+        "pkill": None,
+        "gpus": None,
+        "data_path": dict(controller["data_path"]),
+        "errors": list(controller.get("errors") or []),
+        "warnings": [],
+        "notes": [],
+    }
+    if worker.get("local_devices") == "all":
+        gpus, finding = check_gpus(worker, gpu_text)
+        report["gpus"] = gpus
+        if finding:
+            report["errors"].append(finding.message)
+            report["status"] = STATUS_ERROR
+    return report

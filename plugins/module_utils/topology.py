@@ -12,42 +12,15 @@ variable an operator has to fix.
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import INVENTORY, JOIN_KEYS, cluster_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, CPU, variant_vendor
 
 DEFAULT_CONTROLLER_PORT = 1337
 CONVENTION_DATA_PATH = "/flodl/data"
-RESERVED_EXACT = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "CUDA_DEVICE_ORDER",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "GPU_DEVICE_ORDINAL",
-        "FLODL_HOST_NAME",
-        "FDL_ENV",
-    }
-)
-RESERVED_PREFIX = "FLODL_INTERNAL_"
-JOIN_KEYS = (
-    "min_rank_start",
-    "join_timeout",
-    "target_ranks",
-    "max_join_timeout",
-    "open_admission",
-    "discovery",
-    "token",
-    "tunnel_only",
-    "start",
-)
-JOIN_STARTS = ("auto", "manual", "hybrid")
-SSH_KEYS = ("target", "port", "user", "identity_file", "options")
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class TopologyError(ValueError):
@@ -59,13 +32,8 @@ class TopologyError(ValueError):
 
 
 # --------------------------------------------------------------------------
-# reserved keys and small predicates
+# small predicates
 # --------------------------------------------------------------------------
-
-
-def is_reserved_env_key(key: str) -> bool:
-    """Keys the launcher sets per rank; a user value would silently win (shell last-wins)."""
-    return key.startswith(RESERVED_PREFIX) or key in RESERVED_EXACT
 
 
 def worker_label(index: int, host: str) -> str:
@@ -74,14 +42,6 @@ def worker_label(index: int, host: str) -> str:
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _int_if_decimal(value: Any) -> Any:
@@ -94,56 +54,6 @@ def _int_if_decimal(value: Any) -> Any:
 # --------------------------------------------------------------------------
 # inventory -> cluster dict
 # --------------------------------------------------------------------------
-
-
-def _ssh_options_from_args(args: str | None) -> list[str]:
-    """``-o Key=Value`` pairs from ``ansible_ssh_common_args``/``extra_args``."""
-    if not args:
-        return []
-    import shlex
-
-    tokens = shlex.split(str(args))
-    options: list[str] = []
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == "-o" and i + 1 < len(tokens):
-            options.append(tokens[i + 1])
-            i += 2
-            continue
-        if tok.startswith("-o") and len(tok) > 2:
-            options.append(tok[2:])
-        i += 1
-    return options
-
-
-def derive_ssh(host: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
-    """``flodl_ssh`` from Ansible's connection vars; explicit ``flodl_ssh`` keys win."""
-    derived: dict[str, Any] = {}
-    target = hostvars.get("ansible_host")
-    if not _blank(target) and str(target) != host:
-        derived["target"] = str(target)
-    port = hostvars.get("ansible_port")
-    if port is not None and str(port).strip():
-        derived["port"] = _int_if_decimal(port)
-    user = hostvars.get("ansible_user")
-    if not _blank(user):
-        derived["user"] = str(user)
-    key = hostvars.get("ansible_ssh_private_key_file")
-    if not _blank(key):
-        derived["identity_file"] = str(key)
-    options = _ssh_options_from_args(hostvars.get("ansible_ssh_common_args"))
-    options += _ssh_options_from_args(hostvars.get("ansible_ssh_extra_args"))
-    if options:
-        derived["options"] = options
-    explicit = hostvars.get("flodl_ssh")
-    if isinstance(explicit, Mapping):
-        derived.update({k: v for k, v in explicit.items() if v is not None})
-        if "port" in derived:
-            derived["port"] = _int_if_decimal(derived["port"])
-    elif explicit is not None:
-        derived["__invalid__"] = explicit
-    return derived
 
 
 # (inventory variable, fdl key) for worker fields copied when set.
@@ -161,8 +71,14 @@ _CONTROLLER_OPTIONAL = (
 )
 
 
-def worker_from_hostvars(inventory_hostname: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
-    """One fdl ``workers[]`` entry from an inventory host's variables (unvalidated)."""
+def worker_from_hostvars(
+    inventory_hostname: str, hostvars: Mapping[str, Any], ssh: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One fdl ``workers[]`` entry from an inventory host's variables (unvalidated).
+
+    ``ssh`` is the block derived from the host's Ansible connection
+    (module_utils.sshargs); None leaves the key out.
+    """
     host = hostvars.get("flodl_host")
     worker: dict[str, Any] = {
         "host": inventory_hostname if _blank(host) else str(host),
@@ -172,9 +88,8 @@ def worker_from_hostvars(inventory_hostname: str, hostvars: Mapping[str, Any]) -
     }
     if "flodl_ranks" in hostvars:
         worker["ranks"] = hostvars["flodl_ranks"]
-    ssh = derive_ssh(worker["host"], hostvars)
-    if ssh:
-        worker["ssh"] = ssh
+    if ssh is not None:
+        worker["ssh"] = dict(ssh)
     tunnel = hostvars.get("flodl_tunnel")
     if tunnel is not None:
         worker["tunnel"] = tunnel
@@ -190,6 +105,7 @@ def worker_from_hostvars(inventory_hostname: str, hostvars: Mapping[str, Any]) -
 def cluster_from_inventory(
     workers: Iterable[tuple[str, Mapping[str, Any]]],
     cluster_vars: Mapping[str, Any],
+    ssh_blocks: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """The fdl ``cluster:`` block an inventory describes, workers in inventory order."""
     port = cluster_vars.get("flodl_controller_port")
@@ -203,7 +119,7 @@ def cluster_from_inventory(
             controller[key] = cluster_vars[var]
     cluster: dict[str, Any] = {
         "controller": controller,
-        "workers": [worker_from_hostvars(name, hv) for name, hv in workers],
+        "workers": [worker_from_hostvars(name, hv, (ssh_blocks or {}).get(name)) for name, hv in workers],
     }
     env = cluster_vars.get("flodl_cluster_env")
     if env is not None:
@@ -219,173 +135,12 @@ def cluster_from_inventory(
 # --------------------------------------------------------------------------
 
 
-def _check_env(label: str, var: str, env: Any, problems: list[str]) -> None:
-    if env is None:
-        return
-    if not isinstance(env, Mapping):
-        problems.append(f"{label}: {var} must be a map of NAME: \"value\" strings, got {type(env).__name__}")
-        return
-    for key in sorted(env, key=str):
-        value = env[key]
-        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
-            problems.append(
-                f"{label}: {var} key {json.dumps(str(key))} is not a valid environment name "
-                "(letters, digits and _; not starting with a digit); the launcher would refuse it"
-            )
-        elif is_reserved_env_key(key):
-            problems.append(
-                f"{label}: {var} key {json.dumps(key)} is reserved (launcher-owned) and cannot be set via env "
-                "— it would override the launcher's per-rank value; remove it"
-            )
-        if not isinstance(value, str):
-            problems.append(
-                f"{label}: {var}[{json.dumps(str(key))}] must be a string, got {type(value).__name__} "
-                f"{value!r}; quote it in YAML"
-            )
-
-
-def _check_share(label: str, var: str, value: Any, problems: list[str]) -> None:
-    if value is None:
-        return
-    try:
-        bad = not _is_number(value) or not math.isfinite(float(value)) or float(value) < 0
-    except OverflowError:
-        bad = True
-    if bad:
-        problems.append(
-            f"{label}: {var} must be a non-negative fraction of host RAM (e.g. 0.5), got {value!r}"
-        )
-
-
-def _check_port(label: str, var: str, value: Any, problems: list[str]) -> None:
-    if not _is_int(value) or not 0 < value < 65536:
-        problems.append(f"{label}: {var} must be a TCP port number 1-65535, got {value!r}")
-
-
-def _check_join(join: Any, problems: list[str]) -> None:
-    label = "controller"
-    if not isinstance(join, Mapping):
-        problems.append(f"{label}: flodl_controller_join must be a map, got {type(join).__name__}")
-        return
-    for key in join:
-        if key not in JOIN_KEYS:
-            problems.append(
-                f"{label}: flodl_controller_join has unknown key {json.dumps(str(key))}; "
-                f"allowed: {', '.join(JOIN_KEYS)}"
-            )
-    start = join.get("start")
-    if start is not None and start not in JOIN_STARTS:
-        problems.append(
-            f"{label}: flodl_controller_join.start must be one of auto | manual | hybrid, got {start!r}"
-        )
-
-
-def _check_ssh(label: str, ssh: Mapping[str, Any], problems: list[str]) -> None:
-    if "__invalid__" in ssh:
-        problems.append(f"{label}: flodl_ssh must be a map (target, port, user, identity_file, options)")
-        return
-    for key in ssh:
-        if key not in SSH_KEYS:
-            problems.append(
-                f"{label}: flodl_ssh has unknown key {json.dumps(str(key))}; allowed: {', '.join(SSH_KEYS)}"
-            )
-    if "port" in ssh:
-        _check_port(label, "flodl_ssh.port (or ansible_port)", ssh["port"], problems)
-    options = ssh.get("options", [])
-    if not isinstance(options, list) or not all(isinstance(o, str) and "=" in o for o in options):
-        problems.append(f"{label}: flodl_ssh.options must be a list of Key=Value strings, got {options!r}")
-
-
-def _check_local_devices(label: str, devices: Any, problems: list[str]) -> None:
-    if devices == "all":
-        return
-    if devices is None:
-        problems.append(f"{label}: flodl_local_devices is required: `all` or a list of GPU indices like [0, 1]")
-        return
-    if isinstance(devices, str) or not isinstance(devices, list):
-        problems.append(
-            f"{label}: flodl_local_devices must be `all` or a list of GPU indices like [0, 1], got {devices!r}"
-        )
-        return
-    if not devices:
-        problems.append(f"{label}: flodl_local_devices is an empty list; a worker needs at least one device")
-    bad = [d for d in devices if not _is_int(d) or not 0 <= d <= 255]
-    if bad:
-        problems.append(f"{label}: flodl_local_devices entries must be GPU indices 0-255, got {bad!r}")
-
-
-def _worker_problem_label(index: int, worker: Mapping[str, Any]) -> str:
-    return f"host {str(worker.get('host') or '').strip() or '?'} (worker {index})"
-
-
 def validate_cluster(cluster: Mapping[str, Any]) -> None:
-    """Every rule fdl-cli and the launcher apply before a host is touched.
+    """Every rule fdl-cli and the launcher apply before a host is touched (module_utils.validate).
 
-    Problems are collected, not raised one at a time: an operator fixing an
-    inventory at 3 am wants the whole list in one run.
+    Raises TopologyError with every problem, named by inventory variable.
     """
-    problems: list[str] = []
-    controller = cluster.get("controller") or {}
-    if _blank(controller.get("host")):
-        problems.append("controller: flodl_controller_host is required: the address workers dial back to")
-    if _blank(controller.get("path")):
-        problems.append("controller: flodl_controller_path is required: the controller's view of the project root")
-    if controller.get("port") is not None:
-        _check_port("controller", "flodl_controller_port", controller["port"], problems)
-    join = controller.get("join")
-    if join is not None:
-        _check_join(join, problems)
-    discovery = isinstance(join, Mapping) and join.get("discovery") is True
-    workers = cluster.get("workers") or []
-    if not workers and not discovery:
-        problems.append(
-            "cluster: group flodl_workers is empty; add one inventory host per worker "
-            "(an empty roster needs flodl_controller_join.discovery: true). With the "
-            "flodl.cluster.fdl_cluster inventory, look for an 'Unable to parse' warning above: "
-            "a broken fdl file leaves the group empty unless ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=true"
-        )
-    _check_env("cluster", "flodl_cluster_env", cluster.get("env"), problems)
-    _check_share("cluster", "flodl_cluster_gpu_ram_share", cluster.get("gpu_ram_share"), problems)
-    # fdl-cli's order (§2d): reserved keys in the cluster env, then in every
-    # worker env, then the per-worker field checks.
-    for index, worker in enumerate(workers):
-        _check_env(_worker_problem_label(index, worker), "flodl_env", worker.get("env"), problems)
-    seen: dict[str, int] = {}
-    for index, worker in enumerate(workers):
-        host = str(worker.get("host") or "")
-        label = _worker_problem_label(index, worker)
-        if _blank(host):
-            problems.append(f"{label}: flodl_host must not be blank")
-        elif host in seen:
-            problems.append(
-                f"{label}: flodl_host {host!r} is also worker {seen[host]}; each machine appears once "
-                "(the launcher refuses duplicate hosts)"
-            )
-        seen.setdefault(host, index)
-        if "ranks" in worker:
-            problems.append(
-                f"{label}: declares ranks (flodl_ranks), which is not user configuration; ranks are "
-                "computed from local devices in worker order. Remove the variable."
-            )
-        nic = worker.get("nccl_socket_ifname")
-        if nic is not None and not isinstance(nic, str):
-            problems.append(f"{label}: flodl_nccl_socket_ifname must be a string, got {nic!r}")
-        elif len(workers) > 1 and _blank(nic):
-            problems.append(
-                f"{label}: flodl_nccl_socket_ifname is required with more than one worker "
-                "(the NIC NCCL uses between hosts, e.g. enp1s0)"
-            )
-        if _blank(worker.get("path")):
-            problems.append(f"{label}: flodl_path is required: the project checkout on that host")
-        _check_local_devices(label, worker.get("local_devices"), problems)
-        _check_share(label, "flodl_gpu_ram_share", worker.get("gpu_ram_share"), problems)
-        if "tunnel" in worker and not isinstance(worker["tunnel"], bool):
-            problems.append(f"{label}: flodl_tunnel must be true or false, got {worker['tunnel']!r}")
-        if isinstance(worker.get("ssh"), Mapping):
-            _check_ssh(label, worker["ssh"], problems)
-        for key in ("arch", "data_path", "docker"):
-            if key in worker and not isinstance(worker[key], str):
-                problems.append(f"{label}: flodl_{key} must be a string, got {worker[key]!r}")
+    problems = cluster_problems(cluster, INVENTORY)
     if problems:
         raise TopologyError(problems)
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
@@ -21,6 +24,15 @@ from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     NetScaleError,
     parse_net_timeout_scale,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
+    CONNECTION_VARS,
+    SECRET_CONNECTION_VARS,
+    ResolvedConnection,
+    connection_from_vars,
+    derive_worker_ssh,
+    worker_ssh_block,
+)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
@@ -57,13 +69,10 @@ WORKER_VARS = (
     "flodl_docker",
     "flodl_ssh",
     "flodl_ranks",
-    "ansible_host",
-    "ansible_port",
-    "ansible_user",
-    "ansible_ssh_private_key_file",
-    "ansible_ssh_common_args",
-    "ansible_ssh_extra_args",
 )
+# Phases that need every worker at once; preflight and teardown honour --limit.
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+GANG_PHASES = frozenset({"prebuild", "launch"})
 
 
 INVALID_CONFIG = "flodl cluster configuration is invalid; no host was contacted"
@@ -97,6 +106,9 @@ class RunContext:
     fdl_env: str | None
     build_host: str
     launch_command: str | None
+    project_dir: str = ""
+    play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
+    inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -107,8 +119,16 @@ class RunContext:
     def project_root(self) -> str:
         return str(self.cluster["controller"]["path"])
 
+    def in_play(self, worker: Mapping[str, Any]) -> bool:
+        return self.inventory_names.get(str(worker.get("host")), "") in self.play_hosts
 
-def _var(task_vars: Mapping[str, Any], templar: Any, name: str, default: Any = None) -> Any:
+
+# (host name, that host's variables) -> the connection Ansible resolved for it.
+ConnectionResolver = Callable[[str, Mapping[str, Any]], ResolvedConnection]
+
+
+def var(task_vars: Mapping[str, Any], templar: Any, name: str, default: Any = None) -> Any:
+    """A variable as the task sees it, templated and as plain Python values."""
     if name not in task_vars:
         return default
     value = task_vars[name]
@@ -117,10 +137,10 @@ def _var(task_vars: Mapping[str, Any], templar: Any, name: str, default: Any = N
     return plain(value)
 
 
-def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, dict[str, Any]]]:
+def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, dict[str, Any], Mapping[str, Any]]]:
     groups = task_vars.get("groups") or {}
     hostvars = task_vars.get("hostvars") or {}
-    out: list[tuple[str, dict[str, Any]]] = []
+    out: list[tuple[str, dict[str, Any], Mapping[str, Any]]] = []
     for name in groups.get(WORKERS_GROUP, []):
         raw = hostvars[name]
         values: dict[str, Any] = {}
@@ -130,42 +150,54 @@ def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, 
                 if templar is not None:
                     value = templar.template(value)
                 values[var] = plain(value)
-        out.append((str(name), values))
+        out.append((str(name), values, raw))
     return out
 
 
-_TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
-_FALSE_WORDS = frozenset({"false", "no", "off", "0", "n", "f"})
+def as_bool(value: Any) -> bool | None:
+    """Ansible's boolean rules (survey and ``-e`` values arrive as text); None when not a boolean."""
+    if isinstance(value, (list, dict)) or value == "" or (isinstance(value, int) and value not in (0, 1)):
+        return None
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        return None
 
 
-def _as_bool(value: Any) -> bool | None:
-    """Ansible-style boolean: ``-e flodl_prebuild=false`` arrives as the text ``"false"``.
-
-    ``bool("false")`` is True, which would silently run the build the
-    operator asked to skip. ``None`` when the value is not a boolean.
-    """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
-        return value.strip().lower() in _TRUE_WORDS
-    return None
-
-
-def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> RunContext:
+def build_context(
+    task_vars: Mapping[str, Any],
+    templar: Any,
+    phases: list[str],
+    resolve: ConnectionResolver | None = None,
+) -> RunContext:
     """Read and validate the run for ``phases``; raise TopologyError listing every problem."""
-    cluster_vars = {name: _var(task_vars, templar, name) for name in CLUSTER_VARS}
+    if resolve is None:
+        def resolve(_name: str, hostvars: Mapping[str, Any]) -> ResolvedConnection:
+            names = {n for group in CONNECTION_VARS.values() for n in group}
+            names |= {"ansible_connection", *SECRET_CONNECTION_VARS}
+            return connection_from_vars({n: var(hostvars, templar, n) for n in names if n in hostvars})
+    cluster_vars = {name: var(task_vars, templar, name) for name in CLUSTER_VARS}
     cluster_vars = {k: v for k, v in cluster_vars.items() if v is not None}
-    workers = _worker_vars(task_vars, templar)
-    cluster = cluster_from_inventory(workers, cluster_vars)
+    identity = controller_hostname(os.environ, run_for_output)
     problems: list[str] = []
+    workers: list[tuple[str, dict[str, Any]]] = []
+    ssh_blocks: dict[str, dict[str, Any] | None] = {}
+    inventory_names: dict[str, str] = {}
+    for name, values, raw in _worker_vars(task_vars, templar):
+        host = str(values.get("flodl_host") or name)
+        inventory_names[host] = name
+        workers.append((name, values))
+        if host == identity:
+            continue  # the controller's own box is never reached over ssh
+        ssh_blocks[name], found = worker_ssh_block(host, values, resolve(name, raw))
+        problems += found
+    cluster = cluster_from_inventory(workers, cluster_vars, ssh_blocks)
     try:
         validate_cluster(cluster)
     except TopologyError as exc:
-        problems.extend(exc.problems)
+        problems[:0] = exc.problems
 
-    scale_raw = _var(task_vars, templar, "flodl_net_timeout_scale")
+    scale_raw = var(task_vars, templar, "flodl_net_timeout_scale")
     scale_source = "flodl_net_timeout_scale"
     if scale_raw is None and ENV_NET_TIMEOUT_SCALE in os.environ:
         scale_raw = os.environ[ENV_NET_TIMEOUT_SCALE]
@@ -178,15 +210,14 @@ def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str])
         except NetScaleError as exc:
             problems.append(f"controller: {scale_source}: {exc}")
 
-    identity = controller_hostname(os.environ, run_for_output)
-    prebuild_raw = _var(task_vars, templar, "flodl_prebuild", True)
-    prebuild = _as_bool(prebuild_raw)
+    prebuild_raw = var(task_vars, templar, "flodl_prebuild", True)
+    prebuild = as_bool(prebuild_raw)
     if prebuild is None:
         problems.append(
             f"controller: flodl_prebuild must be true or false, got {prebuild_raw!r}"
         )
         prebuild = True
-    cmd = _var(task_vars, templar, "flodl_cmd")
+    cmd = var(task_vars, templar, "flodl_cmd")
     needs_cmd = "launch" in phases or ("prebuild" in phases and prebuild)
     if needs_cmd and (cmd is None or not str(cmd).strip()):
         problems.append(
@@ -201,12 +232,22 @@ def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str])
                     "the libtorch variant under <path>/libtorch/, e.g. precompiled/cu128 "
                     "(or set flodl_prebuild: false)"
                 )
+    all_workers = [name for name, _values in workers]
+    play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
+    problems += gang_problems(phases, all_workers, play_hosts)
+    build_host = str(var(task_vars, templar, "flodl_build_host", "localhost") or "localhost")
+    if prebuild and build_host not in LOCAL_HOSTS and build_host not in (task_vars.get("hostvars") or {}):
+        problems.append(
+            f"controller: flodl_build_host {build_host!r} is not an inventory host; add it to the inventory "
+            "(with how Ansible reaches it) or leave flodl_build_host unset to build on the controller"
+        )
     if problems:
         raise TopologyError(problems)
 
-    cmd_dir = str(_var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
-    fdl_env = _var(task_vars, templar, "flodl_fdl_env")
-    launch_command = _var(task_vars, templar, "flodl_launch_command")
+    cmd_dir = str(var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
+    fdl_env = var(task_vars, templar, "flodl_fdl_env")
+    launch_command = var(task_vars, templar, "flodl_launch_command")
+    project_dir = var(task_vars, templar, "flodl_project_dir") or cluster["controller"]["path"]
     return RunContext(
         cluster=cluster,
         controller_identity=identity,
@@ -215,6 +256,70 @@ def build_context(task_vars: Mapping[str, Any], templar: Any, phases: list[str])
         cmd=str(cmd) if cmd is not None else None,
         cmd_dir=cmd_dir,
         fdl_env=str(fdl_env) if fdl_env is not None and str(fdl_env).strip() else None,
-        build_host=str(_var(task_vars, templar, "flodl_build_host", "localhost") or "localhost"),
+        build_host=build_host,
         launch_command=str(launch_command) if launch_command else None,
+        project_dir=str(project_dir),
+        play_hosts=[h for h in play_hosts if h in all_workers],
+        inventory_names=inventory_names,
     )
+
+
+def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) -> list[str]:
+    """prebuild and launch need the whole cluster: a --limit, AWX limit or job slice must not cut it."""
+    gang = sorted(GANG_PHASES.intersection(phases))
+    missing = [w for w in workers if w not in play_hosts]
+    if not gang or not missing:
+        return []
+    return [
+        f"cluster: this play runs on {len(workers) - len(missing)} of {len(workers)} workers; missing "
+        f"{', '.join(missing)} (cut by --limit, an AWX limit or a job slice). {' and '.join(gang)} "
+        "start(s) every rank of one training run together, so a partial cluster cannot run: drop the limit "
+        "(and job slicing) for this playbook; preflight and teardown accept a limit"
+    ]
+
+
+def _ansible_resolver(action: Any) -> ConnectionResolver:
+    cli_password = bool(getattr(action._play_context, "password", None))
+
+    def resolve(_name: str, host_vars: Mapping[str, Any]) -> ResolvedConnection:
+        return resolve_connection(action._task, action._templar, host_vars, cli_password)
+
+    return resolve
+
+
+def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str]) -> RunContext:
+    """The run as a phase's action plugin sees it, each worker reached as Ansible would reach it."""
+    return build_context(task_vars, action._templar, phases, _ansible_resolver(action))
+
+
+def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """flodl's ssh block for any inventory host (the build host, the launch host)."""
+    host_vars = (task_vars.get("hostvars") or {}).get(host) or {}
+    return derive_worker_ssh(host, _ansible_resolver(action)(host, host_vars)).ssh
+
+
+def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: RunContext) -> str | None:
+    """The compose service of the default launch command, or None for a native launch.
+
+    ``flodl_launch_docker`` (or the task argument) names a service; a boolean
+    (also a survey's ``"false"``/``"true"`` text) turns the controller's build
+    service off or on. Unset follows ``flodl_controller_docker``.
+    """
+    value = given if given is not None else var(task_vars, templar, "flodl_launch_docker")
+    build_service = ctx.cluster["controller"].get("docker")
+    if value is None:
+        return str(build_service) if build_service else None
+    flag = as_bool(value) if isinstance(value, (bool, str)) else None
+    if flag is False or (isinstance(value, str) and not value.strip()):
+        return None
+    if flag is True:
+        if not build_service:
+            raise TopologyError([
+                "controller: flodl_launch_docker is true but flodl_controller_docker names no compose service; "
+                "name the service in flodl_launch_docker (e.g. cuda) or set flodl_controller_docker"
+            ])
+        return str(build_service)
+    if not isinstance(value, str):
+        raise TopologyError([f"controller: flodl_launch_docker must be a compose service name or a boolean, "
+                             f"got {type(value).__name__}"])
+    return value.strip()

@@ -278,7 +278,7 @@ def test_cluster_train_two_variants_then_a_failing_rank(installed_collection, cl
     assert f"[h3] ld_library_path=/opt/rocm/lib:{project}/libtorch/precompiled/rocm63/lib\n" in out
     assert f"[h1] ld_library_path={project}/libtorch/precompiled/cu128/lib\n" in out
     # the phases ran in order
-    assert out.index("flodl preflight") < out.index("Build the binaries") < out.index("flodl launch plan")
+    assert out.index("flodl preflight") < out.index("Prebuild | Build on the build host") < out.index("flodl launch plan")
 
     inv = cluster.write_inventory(
         tmp_path / "inv-fail.json",

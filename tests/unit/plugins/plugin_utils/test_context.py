@@ -76,11 +76,9 @@ def test_full_run_context():
 
 
 def test_optional_values():
-    ctx = build_context(
-        task_vars(flodl_fdl_env="  ", flodl_build_host="builder", flodl_launch_command="fdl train", flodl_cmd_dir=None),
-        None,
-        ["launch"],
-    )
+    tv = task_vars(flodl_fdl_env="  ", flodl_build_host="builder", flodl_launch_command="fdl train", flodl_cmd_dir=None)
+    tv["hostvars"]["builder"] = {}
+    ctx = build_context(tv, None, ["launch"])
     assert ctx.fdl_env is None
     assert ctx.build_host == "builder"
     assert ctx.launch_command == "fdl train"
@@ -197,7 +195,7 @@ def test_every_problem_reported_together(monkeypatch):
 def test_empty_worker_group():
     tv = task_vars(order=())
     (msg,) = problems(tv, ["launch"])
-    assert "flodl_workers is empty" in msg
+    assert msg.startswith("cluster: group flodl_workers: is empty; add one inventory host per worker")
 
 
 def test_templar_is_applied_to_cluster_and_worker_vars():
@@ -210,3 +208,35 @@ def test_templar_is_applied_to_cluster_and_worker_vars():
     ctx = build_context(task_vars(workers, flodl_controller_path="{{ root }}"), Templar(), ["launch"])
     assert ctx.project_root == "/opt/proj"
     assert ctx.cluster["workers"][0]["path"] == "/opt/proj/c"
+
+
+def test_build_host_must_be_in_the_inventory():
+    (msg,) = problems(task_vars(flodl_build_host="ghost"), ["prebuild"])
+    assert msg.startswith("controller: flodl_build_host 'ghost' is not an inventory host")
+    assert build_context(task_vars(flodl_build_host="ghost", flodl_prebuild=False), None, ["launch"]).prebuild is False
+
+
+@pytest.mark.parametrize("phases", [["prebuild"], ["launch"], ["preflight", "prebuild", "launch"]])
+def test_gang_phases_refuse_a_limited_play(phases):
+    (msg,) = problems(task_vars(ansible_play_hosts_all=["gpu-c"]), phases)
+    assert msg.startswith("cluster: this play runs on 1 of 3 workers; missing ctl-box, gpu-b")
+    assert "preflight and teardown accept a limit" in msg
+
+
+@pytest.mark.parametrize("phases", [["preflight"], ["teardown"]])
+def test_preflight_and_teardown_honour_a_limit(phases):
+    ctx = build_context(task_vars(ansible_play_hosts_all=["gpu-b"]), None, phases)
+    assert ctx.play_hosts == ["gpu-b"]
+    assert [w["host"] for w in ctx.cluster["workers"] if ctx.in_play(w)] == ["gpu-b"]
+
+
+def test_connection_problems_are_reported_with_the_rest():
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["ansible_ssh_extra_args"] = "-F /etc/other"
+    workers["gpu-c"]["ansible_password"] = "hunter2"
+    workers["ctl-box"]["ansible_connection"] = "local"  # the controller's own box: never reached over ssh
+    msgs = problems(task_vars(workers), ["preflight"])
+    assert len(msgs) == 2, msgs
+    assert msgs[0].startswith("host gpu-c: a password is set")
+    assert "hunter2" not in "\n".join(msgs)
+    assert msgs[1].startswith("host gpu-b: ansible_ssh_extra_args: -F is not supported")

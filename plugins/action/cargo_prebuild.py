@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of flodl.cluster.cargo_prebuild: read the run once, then build on the build host.
+
+The task is delegated to the build host, so the module runs there over
+Ansible's own connection; this plugin only gathers its arguments from the
+run model (no Jinja in between) and files each worker's build.
+"""
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run
+
+MODULE = "flodl.cluster.cargo_prebuild"
+
+
+class ActionModule(ActionBase):
+    """Explicit module arguments win over the inventory's, for direct use of the module."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        if "workers" in self._task.args:  # a hand-written call: the module alone
+            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
+            return result
+        try:
+            ctx = read_run(self, task_vars, ["prebuild"])
+        except TopologyError as exc:
+            return fail_result(result, exc.problems)
+        dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))
+        dedupe = as_bool(dedupe_raw)
+        if dedupe is None:
+            return fail_result(result, [f"controller: flodl_prebuild_dedupe must be true or false, got {dedupe_raw!r}"])
+        if not ctx.prebuild:
+            skipped = {ctx.inventory_names.get(w["host"], w["host"]): entry("skipped", "flodl_prebuild is false")
+                       for w in ctx.cluster["workers"]}
+            result.update(changed=False, skipped=True, msg="prebuild disabled (flodl_prebuild: false)",
+                          envelope={}, envelope_json="", per_host=skipped)
+            return result
+        module_args = {
+            "project_root": ctx.project_root,
+            "cmd": str(ctx.cmd),
+            "cmd_dir": ctx.cmd_dir,
+            "docker_service": ctx.cluster["controller"].get("docker") or None,
+            "dedupe": dedupe,
+            "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])} for w in ctx.remotes],
+            "env": {str(k): str(v) for k, v in (plain(self._templar.template(
+                task_vars.get("flodl_prebuild_env", {}))) or {}).items()},
+        }
+        built = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        result.update(built)
+        if built.get("failed") and built.get("failed_hosts"):
+            # Host builds failed: each of those workers fails with its own build below; the step stays ok.
+            result.update(failed=False, builds_failed=True)
+        result["per_host"] = prebuild_entries(built, ctx.cluster["workers"], ctx.inventory_names,
+                                              ctx.controller_identity)
+        return result

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Per-worker outcomes of a run-once phase, in Ansible's result vocabulary.
+
+A phase step runs once on the controller (one parallel sweep is what keeps
+it fast) and files one entry per inventory host under ``per_host``. Each
+worker then reports its own entry, so PLAY RECAP, ansible-runner events and
+AWX host summaries show every worker by name:
+
+- ``ok`` / ``changed``: the phase found nothing wrong on that host;
+- ``failed``: a definitive problem, with the host's own message;
+- ``unreachable``: the probe could not connect. Reported as Ansible's
+  UNREACHABLE on a task with ``ignore_unreachable``, so it is shown in red and
+  counted as ``ignored`` in the recap, yet does not stop the run (flodl's
+  stance: an unreachable host is a warning until the launcher needs it);
+- ``skipped``: the phase has nothing to do on that host (the controller's
+  own box needs no build, a host outside ``--limit``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+STATUSES = ("ok", "changed", "failed", "unreachable", "skipped")
+
+
+def entry(status: str, msg: str, /, **data: Any) -> dict[str, Any]:
+    """One ``per_host`` entry."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    return {"status": status, "msg": msg, "data": data}
+
+
+def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, Any]) -> dict[str, Any]:
+    """The task result one worker reports for ``phase``."""
+    per_host = phase_result.get("per_host") or {}
+    found = per_host.get(inventory_hostname)
+    if not isinstance(found, Mapping):
+        return {
+            "skipped": True,
+            "changed": False,
+            "msg": f"{phase}: no result for {inventory_hostname} (not part of this phase's run)",
+        }
+    status = str(found.get("status"))
+    out: dict[str, Any] = {"changed": status == "changed", "msg": str(found.get("msg") or ""), phase: dict(
+        found.get("data") or {})}
+    if status == "failed":
+        out["failed"] = True
+    elif status == "unreachable":
+        out["unreachable"] = True
+    elif status == "skipped":
+        out["skipped"] = True
+    return out
+
+
+def preflight_entries(
+    reports: Mapping[str, Mapping[str, Any]], inventory_names: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """``per_host`` for preflight: the host's errors fail it, an unconnectable probe is unreachable."""
+    out: dict[str, dict[str, Any]] = {}
+    for host, report in reports.items():
+        name = inventory_names.get(host, host)
+        errors = list(report.get("errors") or [])
+        warnings = list(report.get("warnings") or [])
+        status = str(report.get("status"))
+        if errors and status != "unreachable":
+            out[name] = entry("failed", " | ".join(errors), **report)
+        elif status == "unreachable":
+            out[name] = entry("unreachable", " | ".join(warnings or errors) or "the probe could not connect", **report)
+        else:
+            text = "preflight passed" + (": " + " | ".join(warnings) if warnings else "")
+            out[name] = entry("ok", text, **report)
+    return out
+
+
+def prebuild_entries(
+    module_result: Mapping[str, Any],
+    workers: list[Mapping[str, Any]],
+    inventory_names: Mapping[str, str],
+    controller_identity: str,
+) -> dict[str, dict[str, Any]]:
+    """``per_host`` for prebuild: each remote worker's build, the controller's own box skipped."""
+    hosts = module_result.get("hosts") or {}
+    failed = set(module_result.get("failed_hosts") or [])
+    out: dict[str, dict[str, Any]] = {}
+    for worker in workers:
+        host = str(worker["host"])
+        name = inventory_names.get(host, host)
+        build = hosts.get(host)
+        if host == controller_identity:
+            out[name] = entry("skipped", "the controller's own box runs the launcher's local ranks: no prebuild")
+        elif build is None:
+            out[name] = entry("skipped", "no build ran for this host")
+        elif host in failed or build.get("status") == "failed":
+            tail = "\n".join(build.get("tail") or [])
+            out[name] = entry("failed", f"build for {build.get('arch')} failed: `{build.get('command')}`"
+                              + (f"\n{tail}" if tail else ""), **build)
+        else:
+            status = "changed" if build.get("changed") else "ok"
+            out[name] = entry(status, f"{build.get('status')}: {build.get('bin')}", **build)
+    return out

@@ -1,0 +1,339 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one validator of a flodl ``cluster:`` block, for inventories and fdl files alike.
+
+The same rules run on a cluster built from inventory variables and on the
+merged ``cluster:`` block of an fdl project; only the names in the messages
+differ (``host gpu-b (worker 1): flodl_local_devices`` for an inventory,
+``cluster.workers[1] ("gpu-b").local_devices`` for an fdl file), chosen by a
+:class:`Naming`. Every problem is collected: an operator fixing a cluster at
+3 am wants the whole list in one run.
+
+The rules are fdl-cli's strict load (unknown keys, types, required keys),
+its validation before any host is touched, and the launcher's own checks
+that a re-implementation should make up front (environment names, duplicate
+hosts). The ones stricter than fdl-cli are listed in
+docs/differences-from-fdl-cli.md.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+RESERVED_EXACT = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "FLODL_HOST_NAME",
+        "FDL_ENV",
+    }
+)
+RESERVED_PREFIX = "FLODL_INTERNAL_"
+CLUSTER_KEYS = ("controller", "workers", "env", "gpu_ram_share")
+CONTROLLER_KEYS = ("host", "port", "path", "docker", "arch", "data_path", "join")
+WORKER_KEYS = (
+    "host", "local_devices", "nccl_socket_ifname", "path", "ssh", "tunnel", "arch", "data_path", "gpu_ram_share",
+    "docker", "env",
+)
+JOIN_KEYS = (
+    "min_rank_start", "join_timeout", "target_ranks", "max_join_timeout", "open_admission", "discovery", "token",
+    "tunnel_only", "start",
+)
+JOIN_UINTS = ("min_rank_start", "join_timeout", "target_ranks", "max_join_timeout")
+JOIN_BOOLS = ("open_admission", "discovery", "tunnel_only")
+JOIN_STARTS = ("auto", "manual", "hybrid")
+SSH_KEYS = ("target", "port", "user", "identity_file", "options")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_reserved_env_key(key: str) -> bool:
+    """Keys the launcher sets per rank; a user value would silently win (shell last-wins)."""
+    return key.startswith(RESERVED_PREFIX) or key in RESERVED_EXACT
+
+
+def kind(value: Any) -> str:
+    """What a value is, for messages; never more than a short scalar of it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({json.dumps(shown)})"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How messages name a place: inventory variables or fdl keys."""
+
+    fdl: bool = False
+
+    def cluster(self, key: str) -> str:
+        if self.fdl:
+            return f"cluster.{key}"
+        return {"workers": "cluster: group flodl_workers"}.get(key, f"cluster: flodl_cluster_{key}")
+
+    def controller(self, key: str) -> str:
+        return f"cluster.controller.{key}" if self.fdl else f"controller: flodl_controller_{key}"
+
+    def worker(self, index: int, host: Any, key: str) -> str:
+        if self.fdl:
+            label = f"cluster.workers[{index}]"
+            if isinstance(host, str):
+                label += f" ({json.dumps(host)})"
+            return f"{label}.{key}" if key else label
+        shown = str(host).strip() if isinstance(host, str) and host.strip() else "?"
+        return f"host {shown} (worker {index}): flodl_{key}" if key else f"host {shown} (worker {index})"
+
+    def sub(self, place: str, key: str) -> str:
+        """A key inside a map-valued place (``ssh.port``, ``env["X"]``)."""
+        return f"{place}.{key}"
+
+
+INVENTORY = Naming(fdl=False)
+FDL = Naming(fdl=True)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, place: str, problem: str, fix: str = "") -> None:
+        self.items.append(f"{place}: {problem}" + (f"; {fix}" if fix else ""))
+
+    def unknown_keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], place: Any) -> None:
+        for key in value:
+            if key not in allowed:
+                self.add(place(str(key)), f"unknown key {json.dumps(str(key))}",
+                         "remove it or fix its spelling; allowed: " + ", ".join(allowed))
+
+    def string(self, value: Any, place: str, required: bool = False, what: str = "") -> None:
+        if value is None:
+            if required:
+                self.add(place, f"is required{': ' + what if what else ''}")
+            return
+        if not isinstance(value, str):
+            self.add(place, f"must be a string, got {kind(value)}", "quote the value")
+        elif required and not value.strip():
+            self.add(place, f"must not be blank{': ' + what if what else ''}")
+
+    def boolean(self, value: Any, place: str) -> None:
+        if value is not None and not isinstance(value, bool):
+            self.add(place, f"must be true or false, got {kind(value)}")
+
+    def uint(self, value: Any, place: str) -> None:
+        if value is not None and (not _is_int(value) or value < 0):
+            self.add(place, f"must be a non-negative integer, got {kind(value)}")
+
+    def port(self, value: Any, place: str) -> None:
+        if value is not None and (not _is_int(value) or not 0 < value < 65536):
+            self.add(place, f"must be a TCP port number 1-65535, got {kind(value)}")
+
+    def share(self, value: Any, place: str) -> None:
+        if value is None:
+            return
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        try:
+            bad = not number or not math.isfinite(float(value)) or float(value) < 0
+        except OverflowError:
+            bad = True
+        if bad:
+            self.add(place, f"must be a non-negative fraction of host RAM (e.g. 0.5), got {kind(value)}",
+                     "use a finite number >= 0 (values above 1.0 are allowed)")
+
+    def env(self, env: Any, place: str, naming: Naming) -> None:
+        if env is None:
+            return
+        if not isinstance(env, Mapping):
+            self.add(place, f"must be a map of NAME: \"value\" strings, got {kind(env)}")
+            return
+        for key in sorted(env, key=str):
+            value = env[key]
+            at = naming.sub(place, str(key)) if naming.fdl else f"{place}[{json.dumps(str(key))}]"
+            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+                self.add(at, f"{json.dumps(str(key))} is not a valid environment name (letters, digits and _; "
+                         "not starting with a digit)", "the launcher would refuse it; rename it")
+            elif is_reserved_env_key(key):
+                self.add(at, f"key {json.dumps(key)} is reserved (launcher-owned) and cannot be set via env: it "
+                         "would override the launcher's per-rank value", "remove it")
+            if not isinstance(value, str):
+                self.add(at, f"environment values must be strings, got {kind(value)}",
+                         f'quote the value, e.g. {key}: "{_plain(value)}"')
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)[:40]
+
+
+def _check_join(join: Any, naming: Naming, out: _Problems) -> None:
+    place = naming.controller("join")
+    if not isinstance(join, Mapping):
+        out.add(place, f"must be a map, got {kind(join)}")
+        return
+    out.unknown_keys(join, JOIN_KEYS, lambda k: naming.sub(place, k))
+    for key in JOIN_UINTS:
+        out.uint(join.get(key), naming.sub(place, key))
+    for key in JOIN_BOOLS:
+        out.boolean(join.get(key), naming.sub(place, key))
+    out.string(join.get("token"), naming.sub(place, "token"))
+    start = join.get("start")
+    if start is not None and start not in JOIN_STARTS:
+        out.add(naming.sub(place, "start"), f"must be one of auto | manual | hybrid, got {kind(start)}")
+
+
+def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
+    if not isinstance(ssh, Mapping) or "__invalid__" in ssh:
+        out.add(place, "must be a map (target, port, user, identity_file, options)")
+        return
+    out.unknown_keys(ssh, SSH_KEYS, lambda k: naming.sub(place, k))
+    for key in ("target", "user", "identity_file"):
+        out.string(ssh.get(key), naming.sub(place, key))
+    out.port(ssh.get("port"), naming.sub(place, "port"))
+    options = ssh.get("options")
+    if options is None:
+        return
+    if not isinstance(options, list):
+        out.add(naming.sub(place, "options"), f"must be a list of Key=Value strings, got {kind(options)}")
+        return
+    for position, item in enumerate(options):
+        if not isinstance(item, str) or "=" not in item:
+            out.add(f"{naming.sub(place, 'options')}[{position}]", f"must be a Key=Value string, got {kind(item)}",
+                    'write each option as a string, e.g. "ConnectTimeout=5"')
+
+
+def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
+    fix = "use `all` or a list of GPU indices like [0, 1]"
+    if devices == "all":
+        return
+    if devices is None:
+        out.add(place, "is required", fix)
+        return
+    if isinstance(devices, str) or not isinstance(devices, list):
+        out.add(place, f"must be `all` or a list of GPU indices, got {kind(devices)}", fix)
+        return
+    if not devices:
+        out.add(place, "is an empty list; a worker needs at least one device", fix)
+    bad = [d for d in devices if not _is_int(d) or not 0 <= d <= 255]
+    if bad:
+        out.add(place, f"entries must be GPU indices 0-255, got {bad!r}"[:200], fix)
+    dupes = sorted({d for d in devices if _is_int(d) and devices.count(d) > 1})
+    if dupes:
+        out.add(place, f"lists GPU {', '.join(map(str, dupes))} more than once; each index is one rank",
+                "list every device once")
+
+
+def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Problems) -> None:
+    if not isinstance(worker, Mapping):
+        out.add(naming.worker(index, None, ""), f"must be a map, got {kind(worker)}")
+        return
+    host = worker.get("host")
+
+    def at(key: str) -> str:
+        return naming.worker(index, host, key)
+
+    if "ranks" in worker:
+        out.add(naming.worker(index, host, "ranks"), "declares ranks, which is not user configuration; ranks are "
+                "computed from local devices in worker order", "Remove the key.")
+    out.unknown_keys({k: v for k, v in worker.items() if k != "ranks"}, WORKER_KEYS, at)
+    out.string(host, at("host"), required=True, what="the worker's hostname")
+    _check_local_devices(worker.get("local_devices"), at("local_devices"), out)
+    nic = worker.get("nccl_socket_ifname")
+    if nic is not None and not isinstance(nic, str):
+        out.add(at("nccl_socket_ifname"), f"must be a string, got {kind(nic)}")
+    elif many and _blank(nic):
+        out.add(at("nccl_socket_ifname"), "is required with more than one worker",
+                "name the NIC NCCL uses between hosts, e.g. enp1s0")
+    elif naming.fdl and "nccl_socket_ifname" not in worker:
+        out.add(at("nccl_socket_ifname"), "required key is missing", 'use "" for a single worker')
+    out.string(worker.get("path"), at("path"), required=True, what="the project checkout on that host")
+    if "ssh" in worker and worker["ssh"] is not None:
+        _check_ssh(worker["ssh"], at("ssh"), naming, out)
+    out.boolean(worker.get("tunnel"), at("tunnel"))
+    for key in ("arch", "data_path", "docker"):
+        out.string(worker.get(key), at(key))
+    out.share(worker.get("gpu_ram_share"), at("gpu_ram_share"))
+
+
+def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
+    """Every problem of a ``cluster:`` block, in fdl-cli's order; [] when it is valid."""
+    out = _Problems()
+    if not isinstance(cluster, Mapping):
+        out.add("cluster", f"must be a map, got {kind(cluster)}")
+        return out.items
+    out.unknown_keys(cluster, CLUSTER_KEYS, naming.cluster)
+    controller = cluster.get("controller")
+    if not isinstance(controller, Mapping):
+        out.add(naming.cluster("controller"), "is required: a map with host and path"
+                if controller is None else f"must be a map, got {kind(controller)}")
+        controller = {}
+    out.unknown_keys(controller, CONTROLLER_KEYS, naming.controller)
+    out.string(controller.get("host"), naming.controller("host"), required=True, what="the address workers dial back to")
+    out.string(controller.get("path"), naming.controller("path"), required=True,
+               what="the controller's view of the project root")
+    out.port(controller.get("port"), naming.controller("port"))
+    for key in ("docker", "arch", "data_path"):
+        out.string(controller.get(key), naming.controller(key))
+    join = controller.get("join")
+    if join is not None:
+        _check_join(join, naming, out)
+    discovery = isinstance(join, Mapping) and join.get("discovery") is True
+    workers = cluster.get("workers")
+    if workers is None and naming.fdl:
+        out.add(naming.cluster("workers"), "required key is missing", "list the worker hosts under workers:")
+        workers = []
+    if not isinstance(workers, list):
+        out.add(naming.cluster("workers"), f"must be a list of workers, got {kind(workers)}")
+        workers = []
+    if not workers and not discovery:
+        if naming.fdl:
+            out.add(naming.cluster("workers"), "is empty", "list the workers (an empty roster needs "
+                    "controller.join.discovery: true)")
+        else:
+            out.add(naming.cluster("workers"), "is empty; add one inventory host per worker (an empty roster needs "
+                    "flodl_controller_join.discovery: true). With the flodl.cluster.fdl_cluster inventory, look for "
+                    "an 'Unable to parse' warning above: a broken fdl file leaves the group empty unless "
+                    "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=true")
+    # fdl-cli's order: reserved keys in the cluster env, then in every worker env, then the field checks.
+    out.env(cluster.get("env"), naming.cluster("env"), naming)
+    out.share(cluster.get("gpu_ram_share"), naming.cluster("gpu_ram_share"))
+    for index, worker in enumerate(workers):
+        if isinstance(worker, Mapping):
+            out.env(worker.get("env"), naming.worker(index, worker.get("host"), "env"), naming)
+    seen: dict[str, int] = {}
+    for index, worker in enumerate(workers):
+        _check_worker(index, worker, len(workers) > 1, naming, out)
+        host = worker.get("host") if isinstance(worker, Mapping) else None
+        if isinstance(host, str) and host.strip():
+            if host in seen:
+                out.add(naming.worker(index, host, "host"), f"{host!r} is also worker {seen[host]}",
+                        "each machine appears once, with all its GPUs in local_devices (the launcher refuses "
+                        "duplicate hosts)")
+            seen.setdefault(host, index)
+    return out.items

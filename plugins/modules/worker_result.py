@@ -1,0 +1,62 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name, on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: worker_result
+short_description: Report a flodl phase's outcome as this worker's own task result
+version_added: "0.2.0"
+description:
+  - The phases of flodl.cluster run once on the controller, reaching every worker in one parallel sweep, and
+    file one entry per inventory host. This module turns the entry of the host it runs for into that host's
+    own task result, so that PLAY RECAP, ansible-runner events and AWX host summaries show every worker.
+  - An entry C(failed) fails the host with its own message; C(unreachable) reports the host as unreachable
+    (use C(ignore_unreachable) on the task to keep it in the play, as the roles do); C(skipped) skips it;
+    C(ok) and C(changed) pass.
+  - Contacts no host.
+options:
+  phase:
+    description: The phase name; the host's data is returned under this key.
+    type: str
+    required: true
+  result:
+    description: The registered result of the run-once phase step (it holds C(per_host)).
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    description: Only reports.
+    support: full
+  diff_mode:
+    description: Returns no diff.
+    support: none
+author:
+  - flodl.cluster contributors (@flodl)
+"""
+
+EXAMPLES = r"""
+- name: Preflight | Result of this worker
+  flodl.cluster.worker_result:
+    phase: preflight
+    result: "{{ flodl_preflight_run }}"
+  ignore_unreachable: true
+"""
+
+RETURN = r"""
+msg:
+  description: What the phase found on this host.
+  returned: always
+  type: str
+preflight:
+  description: For O(phase=preflight), the host's report (status, arch, libc, pkill, gpus, data path, probe).
+  returned: when O(phase=preflight)
+  type: dict
+prebuild:
+  description: For O(phase=prebuild), the host's build (variant, binary, envelope entry, log).
+  returned: when O(phase=prebuild)
+  type: dict
+"""

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How Ansible itself would reach a host: its connection plugin's resolved options.
+
+The run-once controller step needs every worker's connection, not only its
+own, so it resolves each host the way the task executor does for the host a
+task runs on: load the host's connection plugin and feed it the host's
+variables and the task's keywords (``-u``, ``remote_user``, ``--private-key``,
+``ansible.cfg``, ``ANSIBLE_*`` environment all arrive through that path).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.playbook.play_context import PlayContext
+from ansible.plugins.loader import connection_loader
+
+from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection
+
+SSH_NAMES = ("ssh", "ansible.builtin.ssh", "ansible.legacy.ssh", "smart")
+_ARG_OPTIONS = ("ssh_args", "ssh_common_args", "ssh_extra_args")
+
+
+def _option(conn: Any, name: str) -> tuple[Any, str]:
+    try:
+        return conn.get_option_and_origin(name)
+    except KeyError:
+        return None, "default"
+
+
+def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cli_password: bool) -> ResolvedConnection:
+    """The connection options Ansible would use for the host whose variables are ``host_vars``."""
+    host_templar = templar.copy_with_new_env(available_variables=host_vars)
+    name = host_vars.get("ansible_connection")
+    name = str(host_templar.template(name)) if name is not None else str(task.connection or "ssh")
+    if name not in SSH_NAMES:
+        return ResolvedConnection(connection=name)
+    conn = connection_loader.get("ssh", PlayContext(), None)
+    task_keys = task.dump_attrs()
+    task_keys.pop("retries", None)
+    task_keys.pop("timeout", None)
+    conn.set_options(task_keys=task_keys, var_options=conn._resolve_option_variables(host_vars, host_templar))
+    args: dict[str, str] = {}
+    for option in _ARG_OPTIONS:
+        value, origin = _option(conn, option)
+        # Ansible's own default ssh_args (ControlMaster for its module transfers) is not the operator's.
+        if value and origin != "default":
+            args[option] = str(value)
+    password, _ = _option(conn, "password")
+    key_data, _ = _option(conn, "private_key")
+    return ResolvedConnection(
+        connection="ssh",
+        host=_option(conn, "host")[0],
+        port=_option(conn, "port")[0],
+        remote_user=_option(conn, "remote_user")[0],
+        private_key_file=_option(conn, "private_key_file")[0],
+        password_set=bool(password) or cli_password,
+        private_key_data_set=bool(key_data),
+        args=args,
+    )

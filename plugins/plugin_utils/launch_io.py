@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the launch and teardown steps read from this play and from disk.
+
+One reader for the prebuild envelope (launch and teardown agree on where it
+comes from), the GPU counts of ``local_devices: all`` workers, and the compose
+overlay file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+
+# Registered by the prebuild role's build step.
+PREBUILD_RESULT_VAR = "flodl_prebuild_run"
+PREFLIGHT_RESULT_VAR = "flodl_preflight"
+
+
+def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | None, str | None]:
+    """(compact envelope JSON, where it came from); ``(None, None)`` when there is none.
+
+    In this order: the task argument, this play's prebuild result, the file an
+    earlier prebuild left under the project. Without prebuild there is none.
+    """
+    if not ctx.prebuild:
+        return None, None
+    value, source = given, "task argument prebuild_envelope"
+    if value is None and isinstance(play_result, Mapping) and not play_result.get("skipped"):
+        value, source = play_result.get("envelope"), f"this play's prebuild ({PREBUILD_RESULT_VAR})"
+    if value is None:
+        path = le.join_root(ctx.project_root, ENVELOPE_FILE_REL)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                value = json.load(fh)
+        except (OSError, ValueError):
+            return None, None
+        source = f"file {path} (left by an earlier prebuild)"
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return None, None
+    if not isinstance(value, Mapping):
+        return None, None
+    return (envelope_json(value) if value else None), source
+
+
+def local_gpu_counts() -> tuple[int, int] | None:
+    try:
+        proc = subprocess.run(["/bin/sh", "-c", GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30,
+                              check=False)
+        return parse_gpu_counts(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, tuple[int, int]], bool]:
+    """(nvidia, amd) per ``all`` worker, and whether ssh was needed: preflight's counts, else one sweep."""
+    wanted = [w for w in ctx.cluster["workers"] if w.get("local_devices") == "all"]
+    reported = (preflight.get("hosts") or {}) if isinstance(preflight, Mapping) else {}
+    counts: dict[str, tuple[int, int]] = {}
+    for worker in wanted:
+        gpus = (reported.get(worker["host"]) or {}).get("gpus")
+        if isinstance(gpus, Mapping) and "nvidia" in gpus and "amd" in gpus:
+            counts[worker["host"]] = (int(gpus["nvidia"]), int(gpus["amd"]))
+    missing = [w for w in wanted if w["host"] not in counts]
+    problems: list[str] = []
+    if any(w["host"] == ctx.controller_identity for w in missing):
+        local = local_gpu_counts()
+        if local is None:
+            problems.append(f"host {ctx.controller_identity}: the local GPU count script failed")
+        else:
+            counts[ctx.controller_identity] = local
+    remote = [w for w in missing if w["host"] != ctx.controller_identity]
+    jobs = {w["host"]: probe_argv(w, GPU_COUNT_SCRIPT, ctx.project_root) for w in remote}
+    for host, res in run_parallel(jobs, timeout=30.0 * float(ctx.net_timeout_scale or 1.0)).items():
+        if not res.ok:
+            why = res.error or f"ssh exited {res.returncode}: {res.stderr.strip()[-300:]}"
+            problems.append(f"host {host}: counting GPUs for `local_devices: all` failed: {why}")
+            continue
+        try:
+            counts[host] = parse_gpu_counts(res.stdout)
+        except ValueError as exc:
+            problems.append(f"host {host}: counting GPUs for `local_devices: all` failed: {exc}")
+    if problems:
+        raise TopologyError(problems)
+    return counts, bool(remote)
+
+
+def services_missing(root: str) -> list[str]:
+    """Overlay services the project's base compose file does not define ([] when it cannot be read)."""
+    try:
+        import yaml
+
+        with open(le.join_root(root, le.BASE_COMPOSE_FILE), encoding="utf-8") as fh:
+            services = (yaml.safe_load(fh) or {}).get("services") or {}
+    except Exception:  # noqa: BLE001  (advisory check only)
+        return []
+    return [s for s in le.OVERLAY_SERVICES if s not in services]
+
+
+def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
+    """True when written, False when already current, None when it could not be written."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == content:
+                return False
+    except OSError:
+        pass
+    try:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except OSError as exc:
+        warnings.append(
+            f"controller: could not write the compose overlay {path}: {exc}; docker compose runs without extra_hosts"
+        )
+        return None
+    return True

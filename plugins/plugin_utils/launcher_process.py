@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run the launch command in its own session, stream its output, stop it cleanly.
+
+The command gets a process group of its own, so a stop (Ctrl-C, an AWX
+cancel's SIGTERM, ansible-playbook dying) reaches every process it started:
+SIGTERM to the group, then SIGKILL after the grace period.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TAIL_LINES = 30
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(proc: subprocess.Popen, grace: float) -> str:
+    """TERM the command's whole process group, then KILL what is left after ``grace`` seconds."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "already gone"
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(proc.pid):
+            return "stopped by SIGTERM"
+        time.sleep(0.1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return f"SIGKILL after {grace:g}s"
+
+
+def _watch_parent(parent: int, done: threading.Event) -> None:
+    """SIGTERM ourselves when ansible-playbook dies without telling us (e.g. SIGKILL)."""
+    while not done.wait(1.0):
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+
+@dataclass
+class RunOutcome:
+    rc: int
+    seconds: float
+    tail: list[str] = field(default_factory=list)
+    interrupted: int | None = None
+    stop_note: str = ""
+    previous_handler: Any = None
+
+
+def run_streamed(
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    log: Any,
+    show: Callable[[str], None],
+    grace: float,
+) -> RunOutcome:
+    """Run ``argv``; every output line goes to ``log`` (bytes) and to ``show``; stop cleanly on a signal."""
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    interrupted: int | None = None
+    stop_note = ""
+    start = time.monotonic()
+    previous: dict[int, Any] = {}
+
+    def on_signal(signum, _frame):
+        raise _Interrupted(signum)
+
+    proc: subprocess.Popen | None = None
+    done = threading.Event()
+    threading.Thread(target=_watch_parent, args=(os.getppid(), done), daemon=True).start()
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, on_signal)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        if proc.stdout is None:
+            raise RuntimeError("no stdout pipe")
+        for raw in iter(proc.stdout.readline, b""):
+            log.write(raw)
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            tail.append(line)
+            show(line)
+        rc = proc.wait()
+    except _Interrupted as exc:
+        interrupted = exc.signum
+        # Ignore repeats while stopping; the command gets its grace period.
+        for signum in previous:
+            signal.signal(signum, signal.SIG_IGN)
+        if proc is not None:
+            stop_note = stop_group(proc, grace)
+            rest = proc.stdout.read() if proc.stdout else b""
+            if rest:
+                log.write(rest)
+                tail.extend(rest.decode("utf-8", "replace").splitlines())
+        rc = proc.returncode if proc is not None and proc.returncode is not None else -interrupted
+    finally:
+        done.set()
+        if proc is not None and proc.poll() is None:
+            stop_group(proc, grace)
+        log.write(f"# exit {proc.returncode if proc else 'not started'}\n".encode())
+        if interrupted is None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    return RunOutcome(rc=rc, seconds=round(time.monotonic() - start, 3), tail=list(tail), interrupted=interrupted,
+                      stop_note=stop_note, previous_handler=previous.get(interrupted) if interrupted else None)
+
+
+def hand_back_signal(outcome: RunOutcome) -> None:
+    """Re-deliver the interrupting signal to Ansible's own handling, now the command is gone."""
+    if outcome.interrupted is None:
+        return
+    handler = outcome.previous_handler
+    signal.signal(outcome.interrupted, handler if handler is not None else signal.SIG_DFL)
+    if callable(handler):
+        handler(outcome.interrupted, None)

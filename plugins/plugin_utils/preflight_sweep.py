@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preflight sweep's I/O: local checks, one parallel ssh per worker, the build host's arch.
+
+What counts as a problem is decided in module_utils.preflight; this file
+only gathers the facts those functions judge.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+
+BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def local_data_path_state(path: str) -> tuple[bool, bool]:
+    if not os.path.isdir(path):
+        return False, False
+    try:
+        os.listdir(path)
+    except OSError:
+        return True, False
+    return True, True
+
+
+def local_gpu_text() -> str:
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", pf.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not run the GPU count: {exc}"
+    return proc.stdout
+
+
+def build_host_is_local(ctx: RunContext, connection_of: Callable[[str], str | None]) -> bool:
+    name = ctx.build_host
+    if name in LOCAL_NAMES or name == ctx.controller_identity or name == socket.gethostname():
+        return True
+    return connection_of(name) == "local"
+
+
+def controller_report(ctx: RunContext) -> dict[str, Any]:
+    path, declared = effective_data_path(ctx.cluster["controller"])
+    is_dir, readable = local_data_path_state(path)
+    report = pf.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+    report["controller"] = True
+    return report
+
+
+def sweep(
+    ctx: RunContext,
+    *,
+    build_arch: str | None,
+    build_host_argv: list[str] | None,
+    timeout: float,
+    max_parallel: int,
+) -> dict[str, Any]:
+    """Probe the play's workers (and the build host's arch when it is remote) in one parallel round."""
+    controller = controller_report(ctx)
+    jobs: dict[str, list[str]] = {}
+    plans: dict[str, tuple[str, bool]] = {}
+    for worker in ctx.remotes:
+        if not ctx.in_play(worker):
+            continue
+        path, declared = effective_data_path(worker)
+        script = pf.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
+        jobs[worker["host"]] = probe_argv(worker, pf.remote_command(script), ctx.project_root)
+        plans[worker["host"]] = (path, declared)
+    warnings: list[str] = []
+    if build_host_argv is not None and jobs:
+        jobs[BUILD_HOST_JOB] = build_host_argv
+    results = run_parallel(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
+    if BUILD_HOST_JOB in results:
+        probe = results.pop(BUILD_HOST_JOB)
+        answer = probe.stdout.strip().splitlines()[-1].strip() if probe.ok and probe.stdout.strip() else ""
+        if answer:
+            build_arch = answer
+        else:
+            why = probe.error or pf.last_line(probe.stderr) or f"exit {probe.returncode}"
+            warnings.append(
+                f"build host {ctx.build_host}: could not read its CPU arch ({why}); the arch part of the "
+                "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
+            )
+
+    reports: dict[str, dict[str, Any]] = {}
+    for worker in ctx.cluster["workers"]:
+        host = worker["host"]
+        if not ctx.in_play(worker):
+            continue
+        if host == ctx.controller_identity:
+            gpu_text = local_gpu_text() if worker.get("local_devices") == "all" else None
+            reports[host] = pf.local_worker_report(worker, controller, os.uname().machine, gpu_text)
+            continue
+        res = results[host]
+        path, declared = plans[host]
+        report = pf.evaluate_remote(
+            worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
+            returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
+        )
+        report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
+        reports[host] = report
+    return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
+
+
+def connection_name(hostvars: Mapping[str, Any], templar: Any, host: str) -> str | None:
+    raw = (hostvars.get(host) or {}).get("ansible_connection")
+    return None if raw is None else str(templar.template(raw))
