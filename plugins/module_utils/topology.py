@@ -570,9 +570,9 @@ def serde_float(value: float) -> str:
 def _shortest_digits(value: float) -> tuple[list[str], int]:
     """(significant digits without trailing zeros, exponent of the last digit) of ``repr(value)``."""
     text = repr(value)
-    mantissa, _, exp_text = text.partition("e")
+    mantissa, _sep, exp_text = text.partition("e")
     exp = int(exp_text) if exp_text else 0
-    whole, _, frac = mantissa.partition(".")
+    whole, _dot, frac = mantissa.partition(".")
     digits = list((whole + frac).lstrip("0"))
     exp -= len(frac)
     while len(digits) > 1 and digits[-1] == "0":

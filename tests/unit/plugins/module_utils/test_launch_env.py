@@ -213,9 +213,9 @@ def test_default_launch_commands():
 
 
 def test_docker_command_forwards_testing_variables_bare():
-    command, _ = le.default_launch_command(
+    command = le.default_launch_command(
         "train", "", "cuda", forward=["FLODL_TESTING_CLUSTER_JSON", "FLODL_TESTING_GPU_JSON"]
-    )
+    )[0]
     assert command == (
         "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace -e FLODL_TESTING_CLUSTER_JSON "
         "-e FLODL_TESTING_GPU_JSON cuda bash -c 'cargo run --release --bin train '"
@@ -223,7 +223,7 @@ def test_docker_command_forwards_testing_variables_bare():
 
 
 def test_docker_command_quotes_cd_target_and_env_pair():
-    command, _ = le.default_launch_command("train", "my dir", "cuda", container_root="/work space/")
+    command = le.default_launch_command("train", "my dir", "cuda", container_root="/work space/")[0]
     assert command == (
         "docker compose run --rm -e 'FDL_PROJECT_ROOT=/work space' cuda bash -c "
         "'cd '\\''/work space/my dir'\\'' && cargo run --release --bin train '"
@@ -233,7 +233,7 @@ def test_docker_command_quotes_cd_target_and_env_pair():
 def test_hostile_cmd_dir_stays_inside_the_cd_argument(tmp_path):
     import subprocess
 
-    command, _ = le.default_launch_command("train", "x;touch /tmp/p;echo", "cuda")
+    command = le.default_launch_command("train", "x;touch /tmp/p;echo", "cuda")[0]
     assert command == (
         "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace cuda bash -c "
         "'cd '\\''/workspace/x;touch /tmp/p;echo'\\'' && cargo run --release --bin train '"
@@ -243,7 +243,7 @@ def test_hostile_cmd_dir_stays_inside_the_cd_argument(tmp_path):
     shim = tmp_path / "docker"
     shim.write_text('#!/bin/sh\nshift 5\nprintf "%s\\n" "$@"\n', encoding="utf-8")
     shim.chmod(0o755)
-    hostile, _ = le.default_launch_command("train", f"x;touch {marker};echo", "cuda")
+    hostile = le.default_launch_command("train", f"x;touch {marker};echo", "cuda")[0]
     out = subprocess.run(["/bin/sh", "-c", hostile], capture_output=True, text=True, check=True,
                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
     assert out.splitlines() == ["cuda", "bash", "-c", f"cd '/workspace/x;touch {marker};echo' && "
