@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-# One definition of flodl's join/ssh key sets, shared with the inventory-side validator.
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 
 try:
@@ -112,6 +113,8 @@ class FdlConfig:
     env: Optional[str]
     layers: List[Path] = field(default_factory=list)
     data: Dict[str, Any] = field(default_factory=dict)
+    # Accepted-but-odd input worth telling the operator about (e.g. unquoted env values).
+    warnings: List[str] = field(default_factory=list)
 
     @property
     def files(self) -> List[Path]:
@@ -188,6 +191,93 @@ def require_overlay(base: Any, env: str) -> Path:
 # Loading, inherit-from, merge
 # --------------------------------------------------------------------------
 
+# fdl-cli reads its files with serde_yaml, i.e. YAML 1.2 core-schema typing
+# for plain scalars, not PyYAML's YAML 1.1 (where `yes`/`on` are booleans,
+# `1e-7` a string and `1:30` the integer 90). The patterns follow
+# serde_yaml's own scalar rules: a digit string with a redundant leading
+# zero (`010`) stays a string, radix integers take 0x/0o/0b, and floats
+# are Rust's `f64` syntax plus `.inf`/`.nan`.
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|[-+]?0x[0-9a-fA-F]+|[-+]?0o[0-7]+|[-+]?0b[01]+)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?"
+    r"|\+?\.(?:inf|Inf|INF)|-\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_U64_MAX = 2 ** 64 - 1
+_I64_MIN = -(2 ** 63)
+_TAG = "tag:yaml.org,2002:"
+
+
+def core_int(text: str) -> Any:
+    """A scalar :data:`_INT` matched, as serde_yaml reads it (``+`` only before an unsigned value)."""
+    negative = text.startswith("-")
+    body = text[1:] if text[:1] in "+-" else text
+    for prefix, base in (("0x", 16), ("0o", 8), ("0b", 2)):
+        if body.startswith(prefix):
+            value = int(body[2:], base)
+            value = -value if negative else value
+            # A radix literal beyond 64 bits is not a number to serde_yaml.
+            return value if _I64_MIN <= value <= _U64_MAX else text
+    value = int(text)
+    if _I64_MIN <= value <= _U64_MAX:
+        return value
+    return float(value)  # serde_yaml falls back to f64 for a decimal beyond 64 bits
+
+
+def core_float(text: str) -> Any:
+    """A scalar :data:`_FLOAT` matched; one that overflows to infinity stays text, as in serde_yaml."""
+    lowered = text.lstrip("+").lower()
+    if lowered in (".inf", "-.inf"):
+        return -math.inf if lowered.startswith("-") else math.inf
+    if lowered == ".nan":
+        return math.nan
+    value = float(text)
+    return value if math.isfinite(value) else text
+
+
+if yaml is not None:
+
+    class FdlYamlLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+        """PyYAML's safe loader with YAML 1.2 core-schema typing and duplicate keys refused."""
+
+        # A fresh table: the inherited one carries the YAML 1.1 resolvers.
+        yaml_implicit_resolvers: Dict[str, Any] = {}
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Dict[Any, Any]:
+            # serde_yaml refuses a repeated key; PyYAML would silently keep the last.
+            seen = set()
+            for key_node, _value_node in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        "found duplicate key %r" % (key,), key_node.start_mark,
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    def _scalar_with(constructor: Any, node: Any, convert: Any) -> Any:
+        return convert(constructor.construct_scalar(node))
+
+    FdlYamlLoader.add_implicit_resolver(_TAG + "null", _NULL, ["~", "n", "N", ""])
+    FdlYamlLoader.add_implicit_resolver(_TAG + "bool", _BOOL, list("tTfF"))
+    FdlYamlLoader.add_implicit_resolver(_TAG + "int", _INT, list("-+0123456789"))
+    FdlYamlLoader.add_implicit_resolver(_TAG + "float", _FLOAT, list("-+.0123456789"))
+    FdlYamlLoader.add_constructor(_TAG + "null", lambda c, n: _scalar_with(c, n, lambda t: None))
+    FdlYamlLoader.add_constructor(_TAG + "bool", lambda c, n: _scalar_with(c, n, lambda t: t[0] in "tT"))
+    FdlYamlLoader.add_constructor(_TAG + "int", lambda c, n: _scalar_with(c, n, core_int))
+    FdlYamlLoader.add_constructor(_TAG + "float", lambda c, n: _scalar_with(c, n, core_float))
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML document read as fdl-cli reads it (see :class:`FdlYamlLoader`)."""
+    return yaml.load(text, Loader=FdlYamlLoader)  # noqa: S506  (a SafeLoader subclass)
+
 
 def load_document(path: Any) -> Dict[str, Any]:
     """Parse one YAML/JSON file into a mapping; an empty file is ``{}``."""
@@ -202,7 +292,7 @@ def load_document(path: Any) -> Dict[str, Any]:
         else:
             if yaml is None:  # pragma: no cover
                 raise FdlConfigError("PyYAML is not installed", files=[p], fix="install PyYAML")
-            value = yaml.safe_load(text)
+            value = parse_yaml(text)
     except FdlConfigError:
         raise
     except Exception as exc:  # yaml.YAMLError, json.JSONDecodeError
@@ -320,22 +410,83 @@ def resolve_layers(base: Any, overlay: Optional[Any]) -> List[Tuple[Path, Dict[s
     return unique
 
 
+def scalar_text(value: Any) -> Optional[str]:
+    """The string serde_yaml hands a ``String`` field for a non-string scalar, else ``None``.
+
+    fdl-cli re-serialises the merged document and reads it back, so an env
+    value written ``8``, ``true`` or ``1.5e3`` arrives as ``"8"``,
+    ``"true"``, ``"1500.0"`` (floats in ryu's shortest form).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return serde_float(value)
+    return None
+
+
+def _stringify_env(env: Any, where: str, files: Sequence[Any], warnings: List[str]) -> None:
+    if not isinstance(env, dict):
+        return
+    for key in list(env):
+        text = scalar_text(env[key])
+        if text is None:
+            continue
+        kind = "a boolean" if isinstance(env[key], bool) else "a number"
+        env[key] = text
+        # The value itself is not echoed: env blocks can hold secrets.
+        warnings.append(
+            "%s: %s.%s is written as %s, not a string; it is passed as its text, as fdl-cli does "
+            "(fix: quote the value so the file says what the command receives)"
+            % (" + ".join(str(f) for f in files), where, key, kind)
+        )
+
+
+def stringify_env_values(data: Dict[str, Any], files: Sequence[Any] = ()) -> List[str]:
+    """Turn non-string scalars in ``cluster.env`` and ``cluster.workers[].env`` into upstream's strings.
+
+    Works in place on the merged document; returns one warning per value changed.
+    """
+    warnings: List[str] = []
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict):
+        return warnings
+    _stringify_env(cluster.get("env"), "cluster.env", files, warnings)
+    workers = cluster.get("workers")
+    if isinstance(workers, list):
+        for index, worker in enumerate(workers):
+            if isinstance(worker, dict):
+                _stringify_env(worker.get("env"), "cluster.workers[%d].env" % index, files, warnings)
+    return warnings
+
+
 def load_config(project_dir: Any, env: Optional[str] = DEFAULT_ENV) -> FdlConfig:
     """Locate, chain and merge the project's manifest and its ``env`` overlay.
 
-    ``env`` of ``None`` or ``""`` reads the base manifest alone.
+    ``env`` of ``None`` or ``""`` reads the base manifest alone. Env values
+    written as numbers or booleans become strings (see :func:`scalar_text`)
+    and are listed in ``warnings``.
     """
     directory = Path(os.path.expanduser(str(project_dir))).absolute()
     base = find_base_manifest(directory)
     overlay = require_overlay(base, env) if env else None
     layers = resolve_layers(base, overlay)
+    files = [layer_path for layer_path, layer_doc in layers]
+    data = merge_layers([layer_doc for layer_path, layer_doc in layers])
+    warnings = stringify_env_values(data, files)
     return FdlConfig(
         project_dir=directory,
         base=base,
         overlay=overlay,
         env=env or None,
-        layers=[layer_path for layer_path, layer_doc in layers],
-        data=merge_layers([layer_doc for layer_path, layer_doc in layers]),
+        layers=files,
+        data=data,
+        warnings=warnings,
     )
 
 
@@ -499,10 +650,12 @@ def inventory_from_cluster(
 
 
 def build_inventory(
-    project_dir: Any, env: Optional[str] = DEFAULT_ENV
+    project_dir: Any, env: Optional[str] = DEFAULT_ENV, warnings: Optional[List[str]] = None
 ) -> Tuple[List[Tuple[str, Dict[str, Any]]], Dict[str, Any]]:
-    """Load, merge, check and map a project in one call."""
+    """Load, merge, check and map a project in one call; loader warnings go to ``warnings`` when given."""
     config = load_config(project_dir, env)
+    if warnings is not None:
+        warnings.extend(config.warnings)
     cluster = cluster_block(config)
     return inventory_from_cluster(
         cluster, config.project_dir, config.env, commands=config.data.get("commands"), files=config.files

@@ -40,6 +40,9 @@ ENV_CLUSTER_EXTRA_HOSTS = "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS"
 ENV_PREBUILD_PER_HOST = "FLODL_INTERNAL_PREBUILD_PER_HOST"
 ENV_NET_TIMEOUT_SCALE = "FLODL_NET_TIMEOUT_SCALE"
 ENV_TESTING_CLUSTER_JSON = "FLODL_TESTING_CLUSTER_JSON"
+ENV_TESTING_GPU_JSON = "FLODL_TESTING_GPU_JSON"
+ENV_HOSTNAME = "HOSTNAME"
+ENV_PROJECT_ROOT = "FDL_PROJECT_ROOT"
 # Role variables set by flodl itself on agents and ranks (§1b): their
 # presence means this process is already inside a fan-out.
 ENV_CLUSTER_JSON = "FLODL_INTERNAL_CLUSTER_JSON"
@@ -174,13 +177,13 @@ def recursion_guard(env: Mapping[str, str]) -> str | None:
 def cluster_extra_hosts(
     workers: Sequence[Mapping[str, Any]], resolver: Resolver
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """``(host, ip)`` per worker the controller can address, and warnings.
+    """``(host, ip)`` per worker whose own ``host`` resolves on the controller, and warnings.
 
-    An IP-literal ssh target (``ansible_host``) is authoritative: it is how
-    the controller already reaches the host. Otherwise the worker's ``host``
-    goes through the controller's resolver. Unresolvable workers are left
-    out; the warning is muted when an explicit ssh target exists (the
-    ``host`` is then only a label).
+    As fdl-cli: only the ``host`` name goes through the controller's
+    resolver (an IP literal is its own answer); the ssh target is never
+    consulted, and an unresolvable worker is left out. The warning is
+    muted when an explicit ssh target exists (the ``host`` is then only a
+    label the container may not need to resolve).
     """
     pairs: list[tuple[str, str]] = []
     warnings: list[str] = []
@@ -189,12 +192,7 @@ def cluster_extra_hosts(
         if not host:
             continue
         target = str((worker.get("ssh") or {}).get("target") or "")
-        if target and is_ip_literal(target):
-            pairs.append((host, target))
-            continue
         addr, warning = resolve_host_to_ip(host, resolver)
-        if addr is None and target and target != host:
-            addr = resolve_host_to_ip(target, resolver)[0]
         if addr is not None:
             pairs.append((host, addr))
         if warning and not target:
@@ -256,24 +254,34 @@ def splice_compose_flags(command: str, flags: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def default_launch_command(cmd: str, cmd_dir: str, docker_service: str | None) -> tuple[str, str]:
+def default_launch_command(
+    cmd: str,
+    cmd_dir: str,
+    docker_service: str | None,
+    container_root: str = CONTAINER_ROOT,
+    forward: Sequence[str] = (),
+) -> tuple[str, str]:
     """``(command, cwd relative to the project root)`` fdl would run for ``cmd``.
 
     A flodl project's training command is a cargo binary of the same name
     as the fdl command: natively ``cargo run --release --bin <cmd>`` in the
-    command's directory; with a compose service, the same inside the
-    container (project mounted at ``/workspace``), started from the root.
+    command's directory. With a compose service it is fdl-cli's entry
+    wrapping: ``docker compose run --rm -e FDL_PROJECT_ROOT=<root>`` plus a
+    bare ``-e NAME`` per variable in ``forward`` (docker takes the value
+    from its own environment, so it never lands on the command line),
+    then ``<svc> bash -c '<inner>'`` where the ``cd`` target and the inner
+    line are each POSIX-quoted: a hostile command directory stays one
+    argument of ``cd``. Upstream joins the entry and its (here empty)
+    argument list with a space, so the inner line ends in one.
     """
     run = f"cargo run --release --bin {posix_quote(cmd)}"
     sub = (cmd_dir or "").strip().strip("/")
     if not docker_service:
         return run, sub
-    inner = f"cd {CONTAINER_ROOT}/{sub} && {run}" if sub else run
-    if any(ch in inner for ch in '"$`\\!'):
-        quoted = posix_quote(inner)
-    else:
-        quoted = f'"{inner}"'
-    return f"docker compose run --rm {posix_quote(docker_service)} bash -c {quoted}", ""
+    root = container_root.rstrip("/") or "/"
+    inner = f"cd {posix_quote(f'{root}/{sub}')} && {run} " if sub else f"{run} "
+    flags = f" -e {posix_quote(f'{ENV_PROJECT_ROOT}={root}')}" + "".join(f" -e {name}" for name in forward)
+    return f"docker compose run --rm{flags} {posix_quote(docker_service)} bash -c {posix_quote(inner)}", ""
 
 
 def launcher_root(command: str, project_root: str, container_root: str = CONTAINER_ROOT) -> str:
@@ -298,7 +306,16 @@ def join_root(root: str, rel: str) -> str:
 
 @dataclass
 class LaunchInputs:
-    """Everything the environment depends on (already validated by the context)."""
+    """Everything the environment depends on (already validated by the context).
+
+    ``project_root`` is ``controller.path``; ``project_dir`` the checkout
+    holding ``fdl.yml`` (default: ``project_root``), where the command runs
+    and what a relative identity file is joined to on a native launch.
+    ``libtorch`` is :func:`libtorch_env.libtorch_env`'s result, added as is.
+    ``controller_identity`` becomes ``HOSTNAME`` unless the caller has one.
+    ``testing_cluster`` (fdl-cli's behaviour, on by default) sets
+    ``FLODL_TESTING_CLUSTER_JSON``; turn it off to leave the variable out.
+    """
 
     cluster: Mapping[str, Any]
     project_root: str
@@ -313,8 +330,11 @@ class LaunchInputs:
     container_root: str = CONTAINER_ROOT
     prebuild_envelope_json: str | None = None
     net_timeout_scale: str | None = None
-    testing_cluster: bool = False
+    testing_cluster: bool = True
     local_gpu_counts: tuple[int, int] | None = None
+    project_dir: str | None = None
+    controller_identity: str | None = None
+    libtorch: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -354,19 +374,30 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     Raises ``TopologyError`` (from rank population) when device counts are
     missing or zero; everything else is a warning, as in fdl-cli.
     """
-    root = inputs.project_root.rstrip("/") or "/"
+    root = (inputs.project_dir or inputs.project_root).rstrip("/") or "/"
+    reason = recursion_guard(inputs.controller_env)
+    warnings: list[str] = []
+    testing_hex = None
+    if reason is None and inputs.testing_cluster:
+        try:
+            testing_hex = testing_cluster_hex(inputs.cluster, inputs.local_gpu_counts)
+        except ValueError as exc:
+            warnings.append(f"controller: {ENV_TESTING_CLUSTER_JSON} not set: {exc}")
     if inputs.launch_command:
         command, cwd_rel = inputs.launch_command, (inputs.cmd_dir or "").strip("/")
     else:
-        command, cwd_rel = default_launch_command(inputs.cmd, inputs.cmd_dir, inputs.docker_service)
+        forward = [ENV_TESTING_CLUSTER_JSON] if testing_hex is not None else []
+        if ENV_TESTING_GPU_JSON in inputs.controller_env:
+            forward.append(ENV_TESTING_GPU_JSON)
+        command, cwd_rel = default_launch_command(
+            inputs.cmd, inputs.cmd_dir, inputs.docker_service, inputs.container_root, forward
+        )
     compose = is_compose_command(command)
     cwd = root if compose else join_root(root, cwd_rel)
 
-    reason = recursion_guard(inputs.controller_env)
     if reason is not None:
         return LaunchPlan(command=command, cwd=cwd, env={}, guarded=True, warnings=[reason])
 
-    warnings: list[str] = []
     populated = populate_ranks(inputs.cluster, inputs.gpu_counts)
     ctl_host = str(populated["controller"]["host"])
     shipped, ctl_warnings = resolve_controller_host(ctl_host, resolver)
@@ -397,11 +428,11 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
         env[ENV_PREBUILD_PER_HOST] = inputs.prebuild_envelope_json
     if inputs.net_timeout_scale is not None:
         env[ENV_NET_TIMEOUT_SCALE] = inputs.net_timeout_scale
-    if inputs.testing_cluster:
-        try:
-            env[ENV_TESTING_CLUSTER_JSON] = testing_cluster_hex(inputs.cluster, inputs.local_gpu_counts)
-        except ValueError as exc:
-            warnings.append(f"controller: {ENV_TESTING_CLUSTER_JSON} not set: {exc}")
+    if testing_hex is not None:
+        env[ENV_TESTING_CLUSTER_JSON] = testing_hex
+    if inputs.controller_identity and ENV_HOSTNAME not in inputs.controller_env:
+        env[ENV_HOSTNAME] = inputs.controller_identity
+    env.update(inputs.libtorch)
 
     overlay_path = overlay = None
     if compose and pairs:
@@ -425,11 +456,11 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
 def compose_process_env(
     controller_identity: str, project_root: str, controller_arch: str | None
 ) -> dict[str, str]:
-    """Variables fdl also exports on a ``docker compose`` process (§5), beyond §1a.
+    """Superseded: pass ``controller_identity`` and ``libtorch`` in :class:`LaunchInputs` instead.
 
-    ``HOSTNAME`` feeds ``hostname: ${HOSTNAME:-}`` so the containerised
-    launcher recognises its own worker entry; the libtorch mounts follow the
-    controller's variant when one is declared.
+    Kept for callers not yet moved: ``HOSTNAME`` plus the libtorch mounts
+    from ``controller.arch``, which is not how fdl-cli picks the variant
+    (see :mod:`libtorch_env`).
     """
     env = {"HOSTNAME": controller_identity, "LIBTORCH_CPU_PATH": "./libtorch/precompiled/cpu"}
     if controller_arch:

@@ -188,6 +188,8 @@ class PrebuildPlan:
     steps: list[BuildStep]
     # host -> the host whose build it uses (itself when it builds)
     built_by: dict[str, str] = field(default_factory=dict)
+    # the checkout the builds run in (controller.path unless told otherwise)
+    project_dir: str = ""
 
     @property
     def mode(self) -> str:
@@ -230,17 +232,26 @@ def build_env(project_root: str, arch: str, target_dir: str, docker_service: str
 
 
 def _make_step(
-    project_root: str, cmd: str, cmd_dir: str, docker_service: str | None, host: str, arch: str, hosts: list[str]
+    project_root: str,
+    cmd: str,
+    cmd_dir: str,
+    docker_service: str | None,
+    host: str,
+    arch: str,
+    hosts: list[str],
+    project_dir: str | None = None,
 ) -> BuildStep:
+    # fdl-cli builds in the checkout; only the libtorch variant is found under controller.path.
+    checkout = project_dir or project_root
     feature = variant_feature(arch)
     target_rel = target_subdir(host, arch)
-    target_dir = _under(project_root, target_rel)
+    target_dir = _under(checkout, target_rel)
     if docker_service:
         command = docker_build_command(docker_service, cmd, cmd_dir, target_rel, feature)
-        cwd = _root(project_root)
+        cwd = _root(checkout)
     else:
         command = cargo_build_command(cmd, feature)
-        cwd = _under(project_root, cmd_dir)
+        cwd = _under(checkout, cmd_dir)
     return BuildStep(
         host=host,
         arch=arch,
@@ -264,8 +275,14 @@ def plan_prebuild(
     cmd_dir: str = "",
     docker_service: str | None = None,
     dedupe: bool = True,
+    project_dir: str | None = None,
 ) -> PrebuildPlan:
     """The builds for ``workers`` (remote workers, in inventory order).
+
+    ``project_dir`` is the checkout holding ``fdl.yml`` (default
+    ``project_root``, i.e. ``controller.path``): builds run there and their
+    target directories live under it; the libtorch variant is still
+    ``<project_root>/libtorch/<arch>``.
 
     A worker without ``arch`` gets a per-host problem instead of a build. With
     ``dedupe`` the first host of each variant builds for all hosts of that
@@ -302,7 +319,7 @@ def plan_prebuild(
             )
             continue
         rel = target_subdir(host, arch)
-        target_dir = _under(project_root, rel)
+        target_dir = _under(project_dir or project_root, rel)
         targets.append(
             HostTarget(
                 host=host,
@@ -329,7 +346,10 @@ def plan_prebuild(
         owner_of[target.arch] = len(order)
         built_by[target.host] = target.host
         order.append((target.host, target.arch, [target.host]))
-    steps = [_make_step(project_root, cmd, cmd_dir, docker_service, host, arch, hosts) for host, arch, hosts in order]
+    steps = [
+        _make_step(project_root, cmd, cmd_dir, docker_service, host, arch, hosts, project_dir)
+        for host, arch, hosts in order
+    ]
     return PrebuildPlan(
         project_root=_root(project_root),
         cmd=cmd,
@@ -339,6 +359,7 @@ def plan_prebuild(
         targets=targets,
         steps=steps,
         built_by=built_by,
+        project_dir=_root(project_dir or project_root),
     )
 
 

@@ -251,9 +251,10 @@ def _ordered_worker(worker: Mapping[str, Any]) -> dict[str, Any]:
         "nccl_socket_ifname": worker.get("nccl_socket_ifname") or "",
         "path": worker["path"],
     }
-    ssh = _ordered_ssh(worker.get("ssh") or {})
-    if ssh:
-        out["ssh"] = ssh
+    # A mapping under "ssh" means the file declared the block: upstream keeps
+    # it, empty or not (Option<Ssh> is Some). No key (or None) omits it.
+    if isinstance(worker.get("ssh"), Mapping):
+        out["ssh"] = _ordered_ssh(worker["ssh"])
     if worker.get("tunnel") is True:
         out["tunnel"] = True
     for key in ("arch", "data_path"):
@@ -293,9 +294,88 @@ def ordered_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def serde_float(value: float) -> str:
+    """A finite f64 as serde_json (ryu) prints it: shortest digits, Rust's layout.
+
+    Positional when the decimal exponent of the first digit is in -5..15
+    (``0.00001``, ``1000000000000000.0``), else scientific with a bare
+    exponent (``1e-6``, ``1.5e-7``, ``1e16``); integral values keep ``.0``.
+    Python's ``repr`` already yields the shortest round-trip digits, so only
+    the layout is redone here. Non-finite values are ``null`` in serde_json.
+    """
+    if not math.isfinite(value):
+        return "null"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0.0"
+    digits_t, exp = _shortest_digits(abs(value))
+    digits = "".join(digits_t)
+    length = len(digits)
+    point = length + exp  # position of the decimal point relative to the digits
+    if 0 <= exp and point <= 16:
+        return sign + digits + "0" * exp + ".0"
+    if 0 < point <= 16:
+        return sign + digits[:point] + "." + digits[point:]
+    if -5 < point <= 0:
+        return sign + "0." + "0" * -point + digits
+    mantissa = digits if length == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{mantissa}e{point - 1}"
+
+
+def _shortest_digits(value: float) -> tuple[list[str], int]:
+    """(significant digits without trailing zeros, exponent of the last digit) of ``repr(value)``."""
+    text = repr(value)
+    mantissa, _sep, exp_text = text.partition("e")
+    exp = int(exp_text) if exp_text else 0
+    whole, _dot, frac = mantissa.partition(".")
+    digits = list((whole + frac).lstrip("0"))
+    exp -= len(frac)
+    while len(digits) > 1 and digits[-1] == "0":
+        digits.pop()
+        exp += 1
+    return digits, exp
+
+
+def _pretty(value: Any, indent: str, out: list[str]) -> None:
+    # serde_json's PrettyFormatter: two spaces, one item per line, [] / {} when empty.
+    if isinstance(value, Mapping):
+        if not value:
+            out.append("{}")
+            return
+        inner = indent + "  "
+        out.append("{\n")
+        for index, (key, item) in enumerate(value.items()):
+            out.append(inner + json.dumps(str(key), ensure_ascii=False) + ": ")
+            _pretty(item, inner, out)
+            out.append(",\n" if index < len(value) - 1 else "\n")
+        out.append(indent + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[]")
+            return
+        inner = indent + "  "
+        out.append("[\n")
+        for index, item in enumerate(value):
+            out.append(inner)
+            _pretty(item, inner, out)
+            out.append(",\n" if index < len(value) - 1 else "\n")
+        out.append(indent + "]")
+    elif isinstance(value, float):
+        out.append(serde_float(value))
+    else:
+        out.append(json.dumps(value, ensure_ascii=False))
+
+
+def serde_pretty(value: Any) -> str:
+    """``serde_json::to_string_pretty`` bytes for plain JSON data (strings escape as serde does)."""
+    out: list[str] = []
+    _pretty(value, "", out)
+    return "".join(out)
+
+
 def cluster_json(cluster: Mapping[str, Any]) -> str:
     """Pretty JSON exactly as fdl-cli's serde_json emits it (no trailing newline)."""
-    return json.dumps(ordered_cluster(cluster), indent=2, ensure_ascii=False)
+    return serde_pretty(ordered_cluster(cluster))
 
 
 def cluster_hex(cluster: Mapping[str, Any]) -> str:

@@ -243,7 +243,9 @@ def test_launch_env_exact_bytes(installed_collection, cluster3, netns_shared_dir
     assert env["FLODL_INTERNAL_FDL_CMD"] == "train"
     assert env["FDL_ENV"] == "cluster"
     assert env["FLODL_INTERNAL_HOST_USER"] == "root"
-    assert env["FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS"] == " ".join(f"{h.name}:{h.ip}" for h in cluster)
+    # h1..h3 are reached through their ansible_host IPs, but their own names do not resolve on the
+    # controller; as in fdl-cli the ssh target is not consulted, so no pair and no variable.
+    assert "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS" not in env
     assert env["FLODL_INTERNAL_PREBUILD_PER_HOST"] == json.dumps(envelope, separators=(",", ":"), sort_keys=True)
     assert env["FLODL_NET_TIMEOUT_SCALE"] == "2.5"
     assert "FLODL_TESTING_CLUSTER_JSON" not in env
@@ -521,10 +523,13 @@ def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker
     assert all(f"\n  {svc}:" in compose.read_text() for svc in ("cuda", "dev", "bench"))
     record = (
         'docker compose run --rm dev bash -c "env | grep -E \'^(FLODL_|FDL_ENV=|HOSTNAME=)\' | sort > /workspace/rec.txt; '
-        'getent hosts h1 h2 >> /workspace/rec.txt"'
+        'getent hosts 10.77.0.11 h2 >> /workspace/rec.txt || true"'
     )
+    # Extra hosts come from each worker's own host name (fdl-cli never looks at the ssh target):
+    # h1's host is an IP literal, its own answer; h2's name resolves nowhere, so it is left out.
     workers = {
-        "h1": {"ansible_host": "10.77.0.11", "flodl_ssh": {"identity_file": "keys/id_h1"}},
+        "h1": {"ansible_host": "10.77.0.11", "flodl_host": "10.77.0.11",
+               "flodl_ssh": {"identity_file": "keys/id_h1"}},
         "h2": {"ansible_host": "10.77.0.12"},
     }
     for host in workers.values():
@@ -552,7 +557,7 @@ def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker
                        env={"FLODL_HOST_NAME": "ctl-box"})
     assert proc.returncode == 0
     overlay = project / le.OVERLAY_NAME
-    assert overlay.read_text() == le.compose_overlay([("h1", "10.77.0.11"), ("h2", "10.77.0.12")])
+    assert overlay.read_text() == le.compose_overlay([("10.77.0.11", "10.77.0.11")])
     assert f"docker compose -f docker-compose.yml -f {overlay} run --rm dev" in proc.stdout
     rec = (project / "rec.txt").read_text().splitlines()
     env = dict(line.split("=", 1) for line in rec if "=" in line)
@@ -566,7 +571,7 @@ def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker
     assert "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS" not in env  # fdl-cli only, never passed into containers
     assert "FLODL_INTERNAL_PREBUILD_PER_HOST" not in env  # prebuild off
     hosts = {line.split()[1]: line.split()[0] for line in rec if "=" not in line and line.strip()}
-    assert hosts == {"h1": "10.77.0.11", "h2": "10.77.0.12"}
+    assert hosts == {"10.77.0.11": "10.77.0.11"}  # from the overlay's extra_hosts; h2 unknown in the container
 
 
 def test_join_token_reaches_the_launcher_but_not_the_logs(installed_collection, cluster3, netns_shared_dir,

@@ -589,3 +589,108 @@ def test_error_attributes():
     assert str(err) == "/a + /b: cluster.x: bad (fix: do y)"
     assert err.files == ["/a", "/b"] and err.key == "cluster.x"
     assert str(FdlConfigError("plain")) == "plain"
+
+
+# ---------------------------------------------------------------- YAML 1.2 core schema, as serde_yaml reads it
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("yes", "yes"), ("no", "no"), ("on", "on"), ("off", "off"), ("Yes", "Yes"), ("y", "y"),
+        ("true", True), ("True", True), ("TRUE", True), ("false", False), ("False", False), ("FALSE", False),
+        ("tRUE", "tRUE"),
+        ("~", None), ("null", None), ("Null", None), ("NULL", None), ("", None), ("nULL", "nULL"),
+        ("8", 8), ("+8", 8), ("-8", -8), ("0", 0), ("-0", 0),
+        ("010", "010"), ("-010", "-010"), ("00", "00"),
+        ("0o17", 15), ("0x1F", 31), ("0x1f", 31), ("0b101", 5), ("-0x10", -16), ("0X1F", "0X1F"),
+        ("017", "017"), ("1_000", "1_000"), ("1:30", "1:30"),
+        ("18446744073709551615", 18446744073709551615), ("18446744073709551616", 18446744073709551616.0),
+        ("1e-7", 1e-7), ("1.0e16", 1e16), ("1E5", 100000.0), ("1e+5", 100000.0), ("0.00001", 0.00001),
+        ("1.", 1.0), (".5", 0.5), ("-.5", -0.5), ("+1.5", 1.5), ("1.5e3", 1500.0),
+        ("1e", "1e"), (".", "."), ("1e400", "1e400"), ("inf", "inf"), ("nan", "nan"), ("+.nan", "+.nan"),
+        ("2001-12-14", "2001-12-14"), ("<<", "<<"), ("=", "="),
+    ],
+)
+def test_plain_scalars_follow_serde_yaml(text, value):
+    assert fc.parse_yaml("k: " + text + "\n") == {"k": value}
+    assert type(fc.parse_yaml("k: " + text + "\n")["k"]) is type(value)
+
+
+def test_non_finite_forms():
+    import math
+
+    assert fc.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")["a"] == math.inf
+    doc = fc.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")
+    assert (doc["b"], doc["c"], math.isnan(doc["d"])) == (-math.inf, math.inf, True)
+
+
+def test_quoted_scalars_stay_strings_and_keys_follow_the_schema():
+    assert fc.parse_yaml("a: '8'\nb: \"true\"\non: 1\nyes: 2\n") == {"a": "8", "b": "true", "on": 1, "yes": 2}
+
+
+def test_pyyaml_safe_loader_is_left_untouched():
+    import yaml
+
+    assert yaml.safe_load("a: yes") == {"a": True}
+    assert yaml.safe_load("a: 1e-7") == {"a": "1e-7"}
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+    path = write(tmp_path / "fdl.yml", "cluster:\n  env: {}\ncluster: {}\n")
+    with pytest.raises(FdlConfigError, match="duplicate key 'cluster'"):
+        fc.load_document(path)
+
+
+def test_tunnel_yes_is_a_string_for_the_validator(tmp_path):
+    write(tmp_path / "fdl.yml", "commands: {}\n")
+    write(tmp_path / "fdl.cluster.yml", CLUSTER_YML.replace("      arch: precompiled/cu128\n",
+                                                            "      arch: precompiled/cu128\n      tunnel: yes\n"))
+    config = fc.load_config(tmp_path)
+    assert config.data["cluster"]["workers"][0]["tunnel"] == "yes"
+
+
+def test_gpu_ram_share_scientific_is_a_float(tmp_path):
+    write(tmp_path / "fdl.yml", "commands: {}\n")
+    write(tmp_path / "fdl.cluster.yml", CLUSTER_YML + "  gpu_ram_share: 1e-7\n")
+    assert fc.load_config(tmp_path).data["cluster"]["gpu_ram_share"] == 1e-7
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(True, "true"), (False, "false"), (8, "8"), (-3, "-3"), (1.5, "1.5"), (1500.0, "1500.0"), (1.0, "1.0"),
+     (1e-7, "1e-7"), (1e16, "1e16"), (float("inf"), ".inf"), (float("-inf"), "-.inf"), ("x", None), (None, None),
+     ([1], None)],
+)
+def test_scalar_text_is_what_serde_yaml_hands_a_string_field(value, text):
+    assert fc.scalar_text(value) == text
+
+
+def test_env_scalars_become_strings_with_a_warning_and_no_value_echoed(tmp_path):
+    write(tmp_path / "fdl.yml", "cluster:\n  env:\n    OMP_NUM_THREADS: 8\n    QUOTED: '8'\n")
+    overlay = CLUSTER_YML.replace(
+        "      arch: precompiled/cu128\n",
+        "      arch: precompiled/cu128\n      env:\n        NCCL_P2P_DISABLE: true\n        SCALE: 1.5e3\n"
+        "        SECRETISH: 31337\n",
+    )
+    write(tmp_path / "fdl.cluster.yml", overlay)
+    config = fc.load_config(tmp_path)
+    cluster = config.data["cluster"]
+    assert cluster["env"] == {"OMP_NUM_THREADS": "8", "QUOTED": "8", "NCCL_DEBUG": "WARN"}
+    assert cluster["workers"][0]["env"] == {"NCCL_P2P_DISABLE": "true", "SCALE": "1500.0", "SECRETISH": "31337"}
+    assert len(config.warnings) == 4
+    joined = "\n".join(config.warnings)
+    assert "cluster.env.OMP_NUM_THREADS is written as a number" in joined
+    assert "cluster.workers[0].env.NCCL_P2P_DISABLE is written as a boolean" in joined
+    assert "31337" not in joined and "1500" not in joined
+    assert "quote the value" in joined and "fdl.cluster.yml" in joined
+    # the validator now sees strings only
+    fc.validate_cluster(cluster)
+
+
+def test_build_inventory_hands_back_loader_warnings(tmp_path):
+    write(tmp_path / "fdl.yml", "commands: {}\n")
+    write(tmp_path / "fdl.cluster.yml", CLUSTER_YML.replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: 1"))
+    warnings: list = []
+    fc.build_inventory(tmp_path, "cluster", warnings=warnings)
+    assert len(warnings) == 1 and "cluster.env.NCCL_DEBUG" in warnings[0]

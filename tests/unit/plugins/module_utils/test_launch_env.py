@@ -90,23 +90,40 @@ def test_overlay_flags_and_splice():
 # ---------------------------------------------------------------- extra hosts
 
 
-def test_extra_hosts_prefers_ip_target_then_resolver_and_omits_unresolvable():
-    resolve = resolver_from({"gpu-a": ["127.0.1.1", "192.168.1.20"], "gpu-b": ["127.0.0.1"]})
+def test_extra_hosts_resolve_each_workers_own_host_only():
+    resolve = resolver_from({"gpu-a": ["127.0.1.1", "192.168.1.20"], "gpu-b": ["127.0.0.1"],
+                             "10.0.0.7": ["10.0.0.7"], "alias-e": ["10.0.0.9"], "gpu-f": ["10.0.0.6"]})
     workers = [
         {"host": "gpu-a"},
         {"host": "gpu-b"},
         {"host": "gpu-c", "ssh": {"target": "10.0.0.7"}},
         {"host": "gpu-d"},
         {"host": "gpu-e", "ssh": {"target": "alias-e"}},
+        {"host": "gpu-f", "ssh": {"target": "10.9.9.9"}},
+        {"host": "192.168.7.7"},
     ]
     pairs, warnings = le.cluster_extra_hosts(workers, resolve)
-    assert pairs == [("gpu-a", "192.168.1.20"), ("gpu-b", "127.0.0.1"), ("gpu-c", "10.0.0.7")]
-    assert le.format_extra_hosts(pairs) == "gpu-a:192.168.1.20 gpu-b:127.0.0.1 gpu-c:10.0.0.7"
-    assert "gpu-c" not in resolve.calls  # an IP target needs no lookup
+    assert pairs == [("gpu-a", "192.168.1.20"), ("gpu-b", "127.0.0.1"), ("gpu-f", "10.0.0.6"),
+                     ("192.168.7.7", "192.168.7.7")]
+    assert le.format_extra_hosts(pairs) == (
+        "gpu-a:192.168.1.20 gpu-b:127.0.0.1 gpu-f:10.0.0.6 192.168.7.7:192.168.7.7"
+    )
+    # the ssh target is never looked up, not even when the host fails
+    assert "10.0.0.7" not in resolve.calls and "alias-e" not in resolve.calls and "10.9.9.9" not in resolve.calls
     joined = "\n".join(warnings)
     assert "gpu-b" in joined and "loopback" in joined
     assert "gpu-d" in joined
-    assert "gpu-e" not in joined  # explicit ssh target: the host is only a label
+    assert "gpu-c" not in joined and "gpu-e" not in joined  # explicit ssh target: the host is only a label
+
+
+def test_no_worker_resolves_no_extra_hosts_variable():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=cluster3(), project_root="/opt/proj", cmd="train", gpu_counts={"gpu-b": (0, 1)},
+                        host_user="u", docker_service="cuda"),
+        resolver_from({}),
+    )
+    assert le.ENV_CLUSTER_EXTRA_HOSTS not in plan.env
+    assert plan.overlay is None and " -f " not in plan.command
 
 
 def test_parse_extra_hosts_roundtrip_ipv6():
@@ -185,13 +202,56 @@ def test_default_launch_commands():
     assert le.default_launch_command("train", "", None) == ("cargo run --release --bin train", "")
     assert le.default_launch_command("train", "/sub/dir/", None) == ("cargo run --release --bin train", "sub/dir")
     assert le.default_launch_command("train", "", "cuda") == (
-        'docker compose run --rm cuda bash -c "cargo run --release --bin train"',
+        "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace cuda bash -c 'cargo run --release --bin train '",
         "",
     )
     assert le.default_launch_command("train", "ddp", "cuda") == (
-        'docker compose run --rm cuda bash -c "cd /workspace/ddp && cargo run --release --bin train"',
+        "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace cuda bash -c "
+        "'cd /workspace/ddp && cargo run --release --bin train '",
         "",
     )
+
+
+def test_docker_command_forwards_testing_variables_bare():
+    command = le.default_launch_command(
+        "train", "", "cuda", forward=["FLODL_TESTING_CLUSTER_JSON", "FLODL_TESTING_GPU_JSON"]
+    )[0]
+    assert command == (
+        "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace -e FLODL_TESTING_CLUSTER_JSON "
+        "-e FLODL_TESTING_GPU_JSON cuda bash -c 'cargo run --release --bin train '"
+    )
+
+
+def test_docker_command_quotes_cd_target_and_env_pair():
+    command = le.default_launch_command("train", "my dir", "cuda", container_root="/work space/")[0]
+    assert command == (
+        "docker compose run --rm -e 'FDL_PROJECT_ROOT=/work space' cuda bash -c "
+        "'cd '\\''/work space/my dir'\\'' && cargo run --release --bin train '"
+    )
+
+
+def test_hostile_cmd_dir_stays_inside_the_cd_argument(tmp_path):
+    import subprocess
+
+    command = le.default_launch_command("train", "x;touch /tmp/p;echo", "cuda")[0]
+    assert command == (
+        "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace cuda bash -c "
+        "'cd '\\''/workspace/x;touch /tmp/p;echo'\\'' && cargo run --release --bin train '"
+    )
+    # what the container's bash receives: run the outer line with stand-ins for docker and cd
+    marker = tmp_path / "p"
+    shim = tmp_path / "docker"
+    shim.write_text('#!/bin/sh\nshift 5\nprintf "%s\\n" "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    hostile = le.default_launch_command("train", f"x;touch {marker};echo", "cuda")[0]
+    out = subprocess.run(["/bin/sh", "-c", hostile], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
+    assert out.splitlines() == ["cuda", "bash", "-c", f"cd '/workspace/x;touch {marker};echo' && "
+                                                      "cargo run --release --bin train "]
+    inner = out.splitlines()[3]
+    subprocess.run(["/bin/bash", "-c", inner.replace("cargo run --release --bin train", "true")],
+                   capture_output=True, text=True, check=False)
+    assert not marker.exists()  # the ;touch never ran: cd got one (missing) directory
 
 
 # ---------------------------------------------------------------- env assembly
@@ -287,7 +347,7 @@ def test_env_assembly_native():
         "FLODL_INTERNAL_FULL_CLUSTER_JSON": EXPECTED_JSON.encode().hex(),
         "FLODL_INTERNAL_FDL_CMD": "train",
         "FLODL_INTERNAL_HOST_USER": "alice",
-        "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS": "gpu-a:10.1.2.3 gpu-c:10.0.0.7",
+        "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS": "gpu-a:10.1.2.3",
         "FDL_ENV": "cluster",
         "FLODL_INTERNAL_PREBUILD_PER_HOST": envelope,
         "FLODL_NET_TIMEOUT_SCALE": " 2.0 ",
@@ -310,7 +370,6 @@ def test_env_assembly_optional_vars_absent():
     assert set(plan.env) == {
         "FLODL_INTERNAL_FULL_CLUSTER_JSON",
         "FLODL_INTERNAL_FDL_CMD",
-        "FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS",  # gpu-c's IP target
     }
     assert plan.cwd == "/opt/proj/ddp"
     assert any("USER" in w for w in plan.warnings)
@@ -331,10 +390,10 @@ def test_env_assembly_compose_overlay_and_workspace_identity():
     assert topo["workers"][1]["ssh"]["identity_file"] == "/workspace/.fdl/keys/gpu-b"
     assert plan.overlay_path == "/opt/proj/.fdl-cluster-overlay.yml"
     assert plan.command == (
-        "docker compose -f docker-compose.yml -f /opt/proj/.fdl-cluster-overlay.yml run --rm cuda bash -c "
-        '"cargo run --release --bin train"'
+        "docker compose -f docker-compose.yml -f /opt/proj/.fdl-cluster-overlay.yml run --rm "
+        "-e FDL_PROJECT_ROOT=/workspace cuda bash -c 'cargo run --release --bin train '"
     )
-    assert plan.overlay == le.compose_overlay([("gpu-a", "10.1.2.4"), ("gpu-c", "10.0.0.7")])
+    assert plan.overlay == le.compose_overlay([("gpu-a", "10.1.2.4")])
     assert plan.cwd == "/opt/proj"
 
 
@@ -457,3 +516,94 @@ def test_join_token_is_redacted_for_display_only():
     assert shown["controller"]["join"]["token"] == le.REDACTED
     assert plan.topology["controller"]["join"]["token"] == "ab" * 16  # the original is untouched
     assert not le.holds_secret(le.redacted_topology(cluster3()))
+
+
+# ---------------------------------------------------------------- upstream parity: checkout, HOSTNAME, libtorch, testing
+
+
+def explicit_cluster() -> dict:
+    c = cluster3()
+    c["workers"][1]["local_devices"] = [0]
+    return c
+
+
+def test_checkout_is_the_cwd_and_the_native_identity_root():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", project_dir="/home/me/co",
+                        cmd="train", cmd_dir="ddp", host_user="u"),
+        resolver_from({}),
+    )
+    assert plan.cwd == "/home/me/co/ddp"
+    assert plan.launcher_root == "/home/me/co"
+    topo = json.loads(plan.topology_json)
+    assert topo["workers"][1]["ssh"]["identity_file"] == "/home/me/co/.fdl/keys/gpu-b"
+    assert topo["controller"]["path"] == "/opt/proj"  # the shipped topology keeps controller.path
+
+
+def test_checkout_holds_the_compose_process_and_overlay():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", project_dir="/home/me/co/",
+                        cmd="train", cmd_dir="ddp", host_user="u", docker_service="cuda"),
+        resolver_from({"gpu-a": ["10.1.2.4"]}),
+    )
+    assert plan.cwd == "/home/me/co"
+    assert plan.overlay_path == "/home/me/co/.fdl-cluster-overlay.yml"
+    assert plan.command.startswith("docker compose -f docker-compose.yml -f /home/me/co/.fdl-cluster-overlay.yml run")
+
+
+def test_hostname_added_only_when_the_caller_has_none():
+    base = dict(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", host_user="u",
+                controller_identity="gpu-a")
+    plan = le.prepare_launch(le.LaunchInputs(**base), resolver_from({}))
+    assert plan.env["HOSTNAME"] == "gpu-a"
+    plan = le.prepare_launch(le.LaunchInputs(controller_env={"HOSTNAME": "box"}, **base), resolver_from({}))
+    assert "HOSTNAME" not in plan.env
+
+
+def test_libtorch_variables_reach_native_and_compose_launches():
+    lib = {"LIBTORCH_CPU_PATH": "./libtorch/precompiled/cpu", "LIBTORCH_HOST_PATH": "./libtorch/precompiled/cu128",
+           "LIBTORCH_PATH": "/co/./libtorch/precompiled/cu128", "LD_LIBRARY_PATH": "/co/./libtorch/precompiled/cu128/lib",
+           "FDL_GPU_FEATURE": "cuda"}
+    for service in (None, "cuda"):
+        plan = le.prepare_launch(
+            le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", host_user="u",
+                            docker_service=service, libtorch=lib),
+            resolver_from({}),
+        )
+        assert {k: plan.env[k] for k in lib} == lib
+
+
+def test_testing_cluster_is_on_by_default_with_explicit_lists_and_forwarded_bare():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", host_user="u",
+                        docker_service="cuda", controller_env={"FLODL_TESTING_GPU_JSON": "{}"}),
+        resolver_from({}),
+    )
+    topo = json.loads(hex_decode(plan.env["FLODL_TESTING_CLUSTER_JSON"]))
+    assert [w["ranks"] for w in topo["workers"]] == [[0, 1], [2], [3]]
+    assert plan.command == (
+        "docker compose run --rm -e FDL_PROJECT_ROOT=/workspace -e FLODL_TESTING_CLUSTER_JSON "
+        "-e FLODL_TESTING_GPU_JSON cuda bash -c 'cargo run --release --bin train '"
+    )
+    assert "=" not in plan.command.split("-e FLODL_TESTING_CLUSTER_JSON")[1].split(" cuda ")[0]
+
+
+def test_testing_cluster_can_be_turned_off():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", host_user="u",
+                        docker_service="cuda", testing_cluster=False),
+        resolver_from({}),
+    )
+    assert "FLODL_TESTING_CLUSTER_JSON" not in plan.env
+    assert "FLODL_TESTING_CLUSTER_JSON" not in plan.command
+
+
+def test_guarded_run_sets_nothing_and_forwards_nothing():
+    plan = le.prepare_launch(
+        le.LaunchInputs(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", docker_service="cuda",
+                        controller_env={"FLODL_INTERNAL_CLUSTER_JSON": "x"}, controller_identity="gpu-a",
+                        libtorch={"LIBTORCH_CPU_PATH": "./libtorch/precompiled/cpu"}),
+        resolver_from({}),
+    )
+    assert plan.guarded and plan.env == {}
+    assert "FLODL_TESTING_CLUSTER_JSON" not in plan.command

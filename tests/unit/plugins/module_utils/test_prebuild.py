@@ -163,6 +163,37 @@ def test_docker_plan_runs_from_project_root_with_compose_env() -> None:
     assert cu.target_dir == "/srv/proj/target/cluster/h1/precompiled-cu118"
 
 
+def test_native_plan_builds_in_the_checkout_with_libtorch_under_controller_path() -> None:
+    plan = plan_prebuild(ROOT, "train", [w("h1", "precompiled/cu128")], cmd_dir="trainer", project_dir="/home/me/co/")
+    (step,) = plan.steps
+    assert step.cwd == "/home/me/co/trainer"
+    assert step.env == {
+        "LIBTORCH_PATH": "/srv/proj/libtorch/precompiled/cu128",
+        "CARGO_TARGET_DIR": "/home/me/co/target/cluster/h1/precompiled-cu128",
+        "CUDA_VERSION": "12.8.0",
+        "CUDA_TAG": "12.8",
+    }
+    assert step.variant_dir == "/srv/proj/libtorch/precompiled/cu128"
+    assert step.binary == "/home/me/co/target/cluster/h1/precompiled-cu128/release/train"
+    assert plan.targets[0].target_dir == "/home/me/co/target/cluster/h1/precompiled-cu128"
+    assert (plan.project_root, plan.project_dir) == ("/srv/proj", "/home/me/co")
+    # the envelope is relative to worker.path, so the checkout does not change it
+    assert plan.envelope() == plan_prebuild(ROOT, "train", [w("h1", "precompiled/cu128")], cmd_dir="trainer").envelope()
+
+
+def test_docker_plan_runs_compose_in_the_checkout() -> None:
+    plan = plan_prebuild(ROOT, "train", [w("h1", "precompiled/cu118")], docker_service="cuda", project_dir="/co")
+    (step,) = plan.steps
+    assert step.cwd == "/co"
+    assert step.env["LIBTORCH_HOST_PATH"] == "/srv/proj/libtorch/precompiled/cu118"
+    assert step.target_dir == "/co/target/cluster/h1/precompiled-cu118"
+
+
+def test_project_dir_defaults_to_controller_path() -> None:
+    plan = plan_prebuild(ROOT, "train", [w("h1", "cpu")])
+    assert plan.project_dir == "/srv/proj" and plan.steps[0].cwd == "/srv/proj"
+
+
 def test_source_build_variants_get_no_cuda_env() -> None:
     plan = plan_prebuild(ROOT, "train", [w("h1", "builds/sm61-sm120"), w("h2", "builds/gfx1030-gfx1100")])
     assert [s.feature for s in plan.steps] == ["cuda", "rocm"]

@@ -849,6 +849,82 @@ def test_string_escapes_match_serde_json():
     assert '"path": "a\\"b\\\\c\\td\\u0001\x7f"' in cluster_json(c)
 
 
+# serde_json (ryu) float layout; each expected string written by hand from
+# ryu's rule: positional while -5 < point <= 16, else scientific, bare exponent.
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.00001, "0.00001"),
+        (0.00005, "0.00005"),
+        (0.000012345, "0.000012345"),
+        (0.000001, "1e-6"),
+        (0.0000015, "1.5e-6"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (0.5, "0.5"),
+        (0.25, "0.25"),
+        (1.0, "1.0"),
+        (2.0, "2.0"),
+        (1, "1.0"),
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (-0.5, "-0.5"),
+        (123.456, "123.456"),
+        (1e15, "1000000000000000.0"),
+        (9999999999999998.0, "9999999999999998.0"),
+        (1e16, "1e16"),
+        (1.5e16, "1.5e16"),
+        (1.2345e17, "1.2345e17"),
+        (1e100, "1e100"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e308"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (float("inf"), "null"),
+        (float("nan"), "null"),
+    ],
+)
+def test_serde_float_layout(value, text):
+    assert t.serde_float(float(value)) == text
+
+
+def test_cluster_json_floats_are_serde_not_python():
+    c = {"controller": {"host": "h", "path": "/p"}, "gpu_ram_share": 1e-7,
+         "workers": [{"host": "a", "ranks": [0], "local_devices": [0], "nccl_socket_ifname": "", "path": "/p",
+                      "gpu_ram_share": 0.00001},
+                     {"host": "b", "ranks": [1], "local_devices": [0], "nccl_socket_ifname": "", "path": "/p",
+                      "gpu_ram_share": 1e16}]}
+    text = cluster_json(c)
+    assert '"gpu_ram_share": 0.00001\n' in text
+    assert '"gpu_ram_share": 1e16\n' in text
+    assert text.endswith('  ],\n  "gpu_ram_share": 1e-7\n}')
+    assert "1e-05" not in text and "1e+16" not in text and "1e-07" not in text
+    # still valid JSON that reads back to the same numbers
+    back = json.loads(text)
+    assert (back["gpu_ram_share"], back["workers"][0]["gpu_ram_share"]) == (1e-7, 0.00001)
+
+
+def test_declared_empty_ssh_is_kept_and_absent_ssh_omitted():
+    worker = {"host": "a", "ranks": [0], "local_devices": [0], "nccl_socket_ifname": "e", "path": "/p"}
+    c = {"controller": {"host": "h", "path": "/p"},
+         "workers": [dict(worker, ssh={}), dict(worker, host="b", ssh={"port": None}), dict(worker, host="c"),
+                     dict(worker, host="d", ssh=None)]}
+    text = cluster_json(c)
+    assert text.count('"ssh": {}') == 2
+    assert [("ssh" in w) for w in json.loads(text)["workers"]] == [True, True, False, False]
+    assert '      "path": "/p",\n      "ssh": {}\n    },\n    {\n      "host": "b"' in text
+
+
+def test_inventory_without_ssh_vars_has_no_ssh_key():
+    c = cluster_from_inventory([("a", hv())], CLUSTER_VARS)
+    c["workers"][0]["ranks"] = [0]
+    assert '"ssh"' not in cluster_json(c)
+
+
+def test_serde_pretty_matches_python_layout_for_non_floats():
+    doc = {"a": [1, {"b": []}, {}], "c": {"d": None, "e": True, "f": "x\u00e9"}}
+    assert t.serde_pretty(doc) == json.dumps(doc, indent=2, ensure_ascii=False)
+
+
 # =========================================================== lookups
 
 
