@@ -19,6 +19,7 @@ only needs the standard library plus PyYAML, which ships with ansible-core.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex

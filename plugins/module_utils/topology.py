@@ -12,6 +12,7 @@ variable an operator has to fix.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
