@@ -46,6 +46,7 @@ class ActionModule(ActionBase):
             return result
         module_args = {
             "project_root": ctx.project_root,
+            "project_dir": ctx.project_dir,
             "cmd": str(ctx.cmd),
             "cmd_dir": ctx.cmd_dir,
             "docker_service": ctx.cluster["controller"].get("docker") or None,

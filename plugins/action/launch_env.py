@@ -13,10 +13,11 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_lines
+from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, launch_docker, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, launch_docker, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 
 display = Display()
@@ -44,9 +45,10 @@ class ActionModule(ActionBase):
         except TopologyError as exc:
             return fail_result(result, exc.problems)
         check, root = bool(self._task.check_mode), ctx.project_root.rstrip("/") or "/"
-        log_dir = args["log_dir"] or le.join_root(root, LOG_DIR_REL)
+        log_dir = args["log_dir"] or le.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
         testing = args["testing_cluster"]
-        testing = bool(var(task_vars, self._templar, "flodl_testing_cluster", False)) if testing is None else testing
+        if testing is None:
+            testing = as_bool(var(task_vars, self._templar, "flodl_testing_cluster", True)) is not False
         warnings: list[str] = []
         guard = le.recursion_guard(os.environ)
         counts: dict[str, tuple[int, int]] = {}
@@ -68,6 +70,8 @@ class ActionModule(ActionBase):
             prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale,
             testing_cluster=bool(testing),
             local_gpu_counts=launch_io.local_gpu_counts() if testing and guard is None else None,
+            project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
+            libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
         )
         try:
             plan = le.prepare_launch(inputs)
@@ -75,11 +79,10 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         warnings += plan.warnings
         env = dict(plan.env)
-        if not plan.guarded and le.is_compose_command(plan.command):
-            env.update(le.compose_process_env(ctx.controller_identity, root, ctx.cluster["controller"].get("arch")))
-        if plan.overlay_path and launch_io.services_missing(root):
+        missing = launch_io.services_missing(ctx.project_dir) if plan.overlay_path else []
+        if missing:
             warnings.append(
-                f"controller: {le.BASE_COMPOSE_FILE} defines no {', '.join(launch_io.services_missing(root))} "
+                f"controller: {le.BASE_COMPOSE_FILE} defines no {', '.join(missing)} "
                 f"service; the generated {le.OVERLAY_NAME} adds extra_hosts to cuda, dev and bench (as fdl-cli "
                 "does), and docker compose refuses a service without an image: add the missing service(s)")
         changed = False

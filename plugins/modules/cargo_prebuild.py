@@ -47,6 +47,12 @@ options:
         directories C(libtorch/<arch>) and the envelope file are under it.
     type: path
     required: true
+  project_dir:
+    description:
+      - The checkout holding C(fdl.yml) as the build host sees it (C(flodl_project_dir)), where fdl-cli runs its
+        builds: their working directory and C(CARGO_TARGET_DIR) are under it. Defaults to O(project_root); the
+        libtorch variants stay under O(project_root).
+    type: path
   cmd:
     description: The fdl command name, which is also the cargo C(--bin) target.
     type: str
@@ -120,16 +126,15 @@ notes:
 requirements:
   - Python 3.11 or later on the build host.
   - cargo on the build host (native mode), or Docker with the compose v2 plugin (docker mode).
-seealso:
-  - module: flodl.cluster.prebuild_plan
 author:
   - flodl.cluster contributors (@flodl)
 """
 
 EXAMPLES = r"""
-- name: Plan the builds from the inventory
-  flodl.cluster.prebuild_plan:
-  register: plan
+- name: Build every remote worker of the inventory (arguments come from the run model)
+  flodl.cluster.cargo_prebuild:
+  delegate_to: "{{ flodl_build_host }}"
+  run_once: true
 
 - name: Build on the build host, in docker compose
   flodl.cluster.cargo_prebuild:
@@ -154,7 +159,10 @@ EXAMPLES = r"""
     dedupe: false
     env:
       PATH: "/opt/rust/bin:/usr/bin:/bin"
-    workers: "{{ plan.workers }}"
+    workers:
+      - host: gpu-b
+        path: /srv/proj
+        arch: precompiled/cu128
 """
 
 RETURN = r"""
@@ -391,6 +399,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "project_root": {"type": "path", "required": True},
+            "project_dir": {"type": "path"},
             "cmd": {"type": "str", "required": True},
             "cmd_dir": {"type": "str", "default": ""},
             "docker_service": {"type": "str"},
@@ -424,6 +433,7 @@ def main() -> None:
             cmd_dir=p["cmd_dir"] or "",
             docker_service=p["docker_service"] or None,
             dedupe=p["dedupe"],
+            project_dir=p["project_dir"] or None,
         )
     except PrebuildError as exc:
         module.fail_json(msg=f"flodl prebuild: {exc}")

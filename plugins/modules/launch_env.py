@@ -48,7 +48,9 @@ options:
         C(flodl_controller_docker). C(false) or an empty string forces a native launch.
     type: raw
   testing_cluster:
-    description: Also set C(FLODL_TESTING_CLUSTER_JSON). Defaults to C(flodl_testing_cluster), else false.
+    description:
+      - Set C(FLODL_TESTING_CLUSTER_JSON) (ranks from the controller's local GPU count), as fdl-cli does on every
+        cluster run. Defaults to C(flodl_testing_cluster), else true.
     type: bool
   container_root:
     description: Where the compose file mounts the project (the launcher's project root for a compose launch).
