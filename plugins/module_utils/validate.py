@@ -59,14 +59,17 @@ def is_reserved_env_key(key: str) -> bool:
     return key.startswith(RESERVED_PREFIX) or key in RESERVED_EXACT
 
 
-def kind(value: Any) -> str:
-    """What a value is, for messages; never more than a short scalar of it."""
+def kind(value: Any, secret: bool = False) -> str:
+    """What a value is, for messages; never more than a short scalar of it, nothing of a secret."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return f"a boolean ({json.dumps(value)})"
+    if secret and isinstance(value, (int, float, str)):
+        return f"a{'n integer' if isinstance(value, int) else ' number' if isinstance(value, float) else ' string'}"
     if isinstance(value, int):
-        return f"an integer ({value})"
+        digits = str(value)
+        return f"an integer ({digits})" if len(digits) <= 20 else f"an integer ({len(digits)} digits)"
     if isinstance(value, float):
         return f"a number ({value!r})"
     if isinstance(value, str):
@@ -182,8 +185,10 @@ class _Problems:
                 self.add(at, f"key {json.dumps(key)} is reserved (launcher-owned) and cannot be set via env: it "
                          "would override the launcher's per-rank value", "remove it")
             if not isinstance(value, str):
-                self.add(at, f"environment values must be strings, got {kind(value)}",
-                         f'quote the value, e.g. {key}: "{_plain(value)}"')
+                # Env values may be credentials: their type only, never the value.
+                scalar = isinstance(value, (bool, int, float)) and len(str(value)) <= 20
+                self.add(at, f"environment values must be strings, got {kind(value, secret=True)}",
+                         f'quote the value, e.g. {key}: "{_plain(value)}"' if scalar else "write it as a quoted string")
 
 
 def _plain(value: Any) -> str:
@@ -202,7 +207,11 @@ def _check_join(join: Any, naming: Naming, out: _Problems) -> None:
         out.uint(join.get(key), naming.sub(place, key))
     for key in JOIN_BOOLS:
         out.boolean(join.get(key), naming.sub(place, key))
-    out.string(join.get("token"), naming.sub(place, "token"))
+    token = join.get("token")
+    if token is not None and not isinstance(token, str):
+        # The token is the run's HMAC salt: never shown.
+        out.add(naming.sub(place, "token"), f"must be a string of 32 hex characters, got {kind(token, secret=True)}",
+                "quote it")
     start = join.get("start")
     if start is not None and start not in JOIN_STARTS:
         out.add(naming.sub(place, "start"), f"must be one of auto | manual | hybrid, got {kind(start)}")
@@ -240,9 +249,11 @@ def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
         return
     if not devices:
         out.add(place, "is an empty list; a worker needs at least one device", fix)
-    bad = [d for d in devices if not _is_int(d) or not 0 <= d <= 255]
-    if bad:
-        out.add(place, f"entries must be GPU indices 0-255, got {bad!r}"[:200], fix)
+    bad = [(i, d) for i, d in enumerate(devices) if not _is_int(d) or not 0 <= d <= 255]
+    for position, item in bad[:3]:
+        out.add(f"{place}[{position}]", f"must be a GPU index 0-255, got {kind(item)}", fix)
+    if len(bad) > 3:
+        out.add(place, f"{len(bad) - 3} more entries are not GPU indices 0-255", fix)
     dupes = sorted({d for d in devices if _is_int(d) and devices.count(d) > 1})
     if dupes:
         out.add(place, f"lists GPU {', '.join(map(str, dupes))} more than once; each index is one rank",
@@ -260,7 +271,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
 
     if "ranks" in worker:
         out.add(naming.worker(index, host, "ranks"), "declares ranks, which is not user configuration; ranks are "
-                "computed from local devices in worker order", "Remove the key.")
+                "computed from local devices in worker order", "remove the key" if naming.fdl else "remove the variable")
     out.unknown_keys({k: v for k, v in worker.items() if k != "ranks"}, WORKER_KEYS, at)
     out.string(host, at("host"), required=True, what="the worker's hostname")
     _check_local_devices(worker.get("local_devices"), at("local_devices"), out)
@@ -270,7 +281,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
     elif many and _blank(nic):
         out.add(at("nccl_socket_ifname"), "is required with more than one worker",
                 "name the NIC NCCL uses between hosts, e.g. enp1s0")
-    elif naming.fdl and "nccl_socket_ifname" not in worker:
+    elif naming.fdl and nic is None:
         out.add(at("nccl_socket_ifname"), "required key is missing", 'use "" for a single worker')
     out.string(worker.get("path"), at("path"), required=True, what="the project checkout on that host")
     if "ssh" in worker and worker["ssh"] is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils import fdl_config as fc
+from ansible_collections.flodl.cluster.plugins.module_utils import topology
 from ansible_collections.flodl.cluster.plugins.module_utils.fdl_config import FdlConfigError
 
 BASE_YML = """\
@@ -288,9 +289,12 @@ class TestValidation:
         message = str(err.value)
         assert str(tmp_path / "fdl.yml") in message
         assert str(tmp_path / "fdl.cluster.yml") in message
-        assert 'cluster.workers[1] ("gpu-b").gpus' in message
-        assert "unknown key" in message and "local_devices" in message  # lists allowed keys
-        assert err.value.key == 'cluster.workers[1] ("gpu-b").gpus'
+        assert len(err.value.problems) == 1, err.value.problems
+        assert err.value.problems[0].startswith(
+            'cluster.workers[1] ("gpu-b").gpus: unknown key "gpus"; remove it or fix its spelling; '
+            "allowed: host, local_devices, nccl_socket_ifname,"  # lists allowed keys
+        )
+        assert message.endswith(": " + err.value.problems[0])
 
     @pytest.mark.parametrize(
         "mutate, key",
@@ -311,9 +315,8 @@ class TestValidation:
 
     def test_ranks_refused(self):
         message = error_for(minimal_cluster(ranks=[0, 1]))
-        assert 'cluster.workers[0] ("gpu-a")' in message
-        assert "declares `ranks:`, which is not user configuration" in message
-        assert "Remove the key" in message
+        assert 'cluster.workers[0] ("gpu-a").ranks: declares ranks, which is not user configuration' in message
+        assert message.endswith("computed from local devices in worker order; remove the key")
 
     def test_ranks_checked_after_merge(self, tmp_path):
         write(tmp_path / "fdl.yml", "cluster:\n  workers:\n    - {host: a, ranks: [0]}\n")
@@ -325,56 +328,121 @@ class TestValidation:
         fc.validate_cluster(minimal_cluster(local_devices=value))
 
     @pytest.mark.parametrize(
-        "value, key_suffix",
+        "value, problem",
         [
-            ("ALL", "local_devices"),
-            ("0,1", "local_devices"),
-            (2, "local_devices"),
-            ([], "local_devices"),
-            ([0, 256], "local_devices[1]"),
-            ([-1], "local_devices[0]"),
-            ([True], "local_devices[0]"),
-            (["0"], "local_devices[0]"),
+            ("ALL", 'must be `all` or a list of GPU indices, got a string ("ALL")'),
+            ("0,1", 'must be `all` or a list of GPU indices, got a string ("0,1")'),
+            (2, "must be `all` or a list of GPU indices, got an integer (2)"),
+            ([], "is an empty list; a worker needs at least one device"),
+            ([0, 256], "[1]: must be a GPU index 0-255, got an integer (256)"),
+            ([-1], "[0]: must be a GPU index 0-255, got an integer (-1)"),
+            ([True], "[0]: must be a GPU index 0-255, got a boolean (true)"),
+            (["0"], '[0]: must be a GPU index 0-255, got a string ("0")'),
         ],
     )
-    def test_local_devices_rejected(self, value, key_suffix):
+    def test_local_devices_rejected(self, value, problem):
         message = error_for(minimal_cluster(local_devices=value))
-        assert 'cluster.workers[0] ("gpu-a").' + key_suffix + ":" in message
-        assert '"all"' in message
+        sep = "" if problem.startswith("[") else ": "
+        assert 'cluster.workers[0] ("gpu-a").local_devices' + sep + problem + "; use `all` or a list of GPU indices like [0, 1]" in message
 
-    @pytest.mark.parametrize("missing", ["host", "local_devices", "nccl_socket_ifname", "path"])
-    def test_worker_required_keys(self, missing):
+    def test_many_bad_gpu_entries_are_summed_up(self):
+        message = error_for(minimal_cluster(local_devices=["a", "b", "c", "d", "e"]))
+        assert 'local_devices[2]: must be a GPU index 0-255, got a string ("c")' in message
+        assert 'local_devices[3]' not in message
+        assert 'cluster.workers[0] ("gpu-a").local_devices: 2 more entries are not GPU indices 0-255' in message
+
+    def test_secrets_are_never_echoed(self):
+        token = 12345678901234567890123456789012
+        cluster = minimal_cluster(env={"HF_TOKEN": 98765432109876543210987})
+        cluster["controller"]["join"] = {"token": token}
+        message = error_for(cluster)
+        assert str(token) not in message and "98765432109876543210987" not in message
+        assert "cluster.controller.join.token: must be a string of 32 hex characters, got an integer; quote it" in message
+        assert 'env.HF_TOKEN: environment values must be strings, got an integer; write it as a quoted string' in message
+
+    def test_single_worker_null_nccl_ifname_is_missing(self):
+        message = error_for(minimal_cluster(nccl_socket_ifname=None))
+        assert 'cluster.workers[0] ("gpu-a").nccl_socket_ifname: required key is missing' in message
+
+    def test_duplicate_gpu_index_rejected(self):
+        message = error_for(minimal_cluster(local_devices=[0, 1, 0, 1]))
+        assert message.endswith(
+            ': cluster.workers[0] ("gpu-a").local_devices: lists GPU 0, 1 more than once; each index is one rank; '
+            "list every device once"
+        )
+
+    @pytest.mark.parametrize(
+        "missing, problem",
+        [
+            ("host", "cluster.workers[0].host: is required: the worker's hostname"),
+            ("local_devices", 'cluster.workers[0] ("gpu-a").local_devices: is required; use `all`'),
+            ("nccl_socket_ifname", 'cluster.workers[0] ("gpu-a").nccl_socket_ifname: required key is missing'),
+            ("path", 'cluster.workers[0] ("gpu-a").path: is required: the project checkout on that host'),
+        ],
+    )
+    def test_worker_required_keys(self, missing, problem):
         cluster = minimal_cluster()
         del cluster["workers"][0][missing]
-        assert "." + missing + ": required key is missing" in error_for(cluster)
+        assert problem in error_for(cluster)
 
-    @pytest.mark.parametrize("missing", ["host", "path"])
-    def test_controller_required_keys(self, missing):
+    @pytest.mark.parametrize(
+        "missing, problem",
+        [
+            ("host", "cluster.controller.host: is required: the address workers dial back to"),
+            ("path", "cluster.controller.path: is required: the controller's view of the project root"),
+        ],
+    )
+    def test_controller_required_keys(self, missing, problem):
         cluster = minimal_cluster()
         del cluster["controller"][missing]
-        assert "cluster.controller." + missing + ": required key is missing" in error_for(cluster)
+        assert problem in error_for(cluster)
 
-    def test_workers_key_required_but_may_be_empty(self):
+    def test_workers_key_required_and_empty_only_with_discovery(self):
+        # One rule set with the inventory side: an empty roster needs controller.join.discovery: true
+        # (the old fdl-only checker accepted `workers: []` on its own).
         cluster = minimal_cluster()
         cluster["workers"] = []
+        assert error_for(cluster).endswith(
+            ": cluster.workers: is empty; list the workers (an empty roster needs controller.join.discovery: true)"
+        )
+        cluster["controller"]["join"] = {"discovery": True}
         fc.validate_cluster(cluster)
         del cluster["workers"]
         assert "cluster.workers: required key is missing" in error_for(cluster)
 
-    @pytest.mark.parametrize("port", [-1, 65536, "1337", True, 1.5])
-    def test_controller_port_u16(self, port):
+    @pytest.mark.parametrize(
+        "port, got",
+        [
+            (0, "an integer (0)"),  # fdl files used to accept 0; one rule with the inventory now
+            (-1, "an integer (-1)"),
+            (65536, "an integer (65536)"),
+            ("1337", 'a string ("1337")'),
+            (True, "a boolean (true)"),
+            (1.5, "a number (1.5)"),
+        ],
+    )
+    def test_controller_port_u16(self, port, got):
         cluster = minimal_cluster()
         cluster["controller"]["port"] = port
-        assert "cluster.controller.port: expected an integer in 0..65535" in error_for(cluster)
+        assert "cluster.controller.port: must be a TCP port number 1-65535, got " + got in error_for(cluster)
+
+    @pytest.mark.parametrize("port", [1, 1337, 65535])
+    def test_controller_port_accepted(self, port):
+        cluster = minimal_cluster()
+        cluster["controller"]["port"] = port
+        fc.validate_cluster(cluster)
 
     def test_ssh_port_u16(self):
         message = error_for(minimal_cluster(ssh={"port": 70000}))
-        assert 'cluster.workers[0] ("gpu-a").ssh.port: expected an integer in 0..65535' in message
+        assert 'cluster.workers[0] ("gpu-a").ssh.port: must be a TCP port number 1-65535, got an integer (70000)' in message
+        assert 'ssh.port: must be a TCP port number 1-65535, got an integer (0)' in error_for(minimal_cluster(ssh={"port": 0}))
 
     def test_ssh_options_strings(self):
         message = error_for(minimal_cluster(ssh={"options": ["A=b", {"B": "c"}]}))
-        assert 'ssh.options[1]: expected a Key=Value string' in message
-        assert "expected a list" in error_for(minimal_cluster(ssh={"options": "A=b"}))
+        assert 'cluster.workers[0] ("gpu-a").ssh.options[1]: must be a Key=Value string, got a mapping' in message
+        assert 'cluster.workers[0] ("gpu-a").ssh.options: must be a list of Key=Value strings, got a string ("A=b")' in (
+            error_for(minimal_cluster(ssh={"options": "A=b"}))
+        )
 
     @pytest.mark.parametrize("share", [-0.1, float("nan"), float("inf"), "0.5", True])
     def test_gpu_ram_share_rejected(self, share):
@@ -391,7 +459,9 @@ class TestValidation:
         fc.validate_cluster(cluster)
 
     def test_tunnel_bool(self):
-        assert "tunnel: expected true or false" in error_for(minimal_cluster(tunnel="yes"))
+        assert 'cluster.workers[0] ("gpu-a").tunnel: must be true or false, got a string ("yes")' in error_for(
+            minimal_cluster(tunnel="yes")
+        )
         fc.validate_cluster(minimal_cluster(tunnel=True))
 
     def test_env_string_values(self):
@@ -400,25 +470,27 @@ class TestValidation:
         assert 'OMP_NUM_THREADS: "4"' in message  # the fix
         cluster = minimal_cluster()
         cluster["env"] = ["A=b"]
-        assert "cluster.env: expected a mapping" in error_for(cluster)
+        assert 'cluster.env: must be a map of NAME: "value" strings, got a list' in error_for(cluster)
 
     def test_join_types_and_start(self):
         cluster = minimal_cluster()
         cluster["controller"]["join"] = {"start": "later"}
         assert "cluster.controller.join.start: must be one of auto | manual | hybrid" in error_for(cluster)
         cluster["controller"]["join"] = {"min_rank_start": "2"}
-        assert "cluster.controller.join.min_rank_start: expected a non-negative integer" in error_for(cluster)
+        assert 'cluster.controller.join.min_rank_start: must be a non-negative integer, got a string ("2")' in error_for(
+            cluster
+        )
         cluster["controller"]["join"] = {"discovery": True, "min_rank_start": 2, "start": "hybrid", "token": "ab" * 16}
         fc.validate_cluster(cluster)
 
     def test_string_fields(self):
         message = error_for(minimal_cluster(arch=128))
-        assert 'cluster.workers[0] ("gpu-a").arch: expected a string, got an integer (128)' in message
+        assert 'cluster.workers[0] ("gpu-a").arch: must be a string, got an integer (128); quote the value' in message
 
     def test_worker_without_host_label(self):
         cluster = minimal_cluster()
         cluster["workers"].append({"local_devices": [0], "nccl_socket_ifname": "e", "path": "/p"})
-        assert "cluster.workers[1].host: required key is missing" in error_for(cluster)
+        assert "cluster.workers[1].host: is required: the worker's hostname" in error_for(cluster)
 
     def test_no_cluster_block(self, tmp_path):
         write(tmp_path / "fdl.yml", BASE_YML)
@@ -694,3 +766,137 @@ def test_build_inventory_hands_back_loader_warnings(tmp_path):
     warnings: list = []
     fc.build_inventory(tmp_path, "cluster", warnings=warnings)
     assert len(warnings) == 1 and "cluster.env.NCCL_DEBUG" in warnings[0]
+
+# ---------------------------------------------------------------- one validator, two inputs
+
+# Four different mistakes, written once as fdl files and once as inventory variables.
+MISTAKES_BASE_YML = """\
+commands:
+  train:
+    cluster: true
+cluster:
+  controller:
+    host: 192.168.1.10
+    path: /opt/proj
+"""
+MISTAKES_CLUSTER_YML = """\
+cluster:
+  controller:
+    port: 0
+  env:
+    CUDA_VISIBLE_DEVICES: "0"
+  workers:
+    - host: gpu-a
+      local_devices: [0, 1]
+      nccl_socket_ifname: enp1s0
+      path: /opt/proj
+      tunnel: "yes"
+    - host: gpu-b
+      local_devices: [0, 1, 0]
+      nccl_socket_ifname: enp1s0
+      path: /srv/proj
+"""
+MISTAKES_WORKERS = [
+    ("gpu-a", {"flodl_local_devices": [0, 1], "flodl_nccl_socket_ifname": "enp1s0", "flodl_path": "/opt/proj",
+               "flodl_tunnel": "yes"}),
+    ("gpu-b", {"flodl_local_devices": [0, 1, 0], "flodl_nccl_socket_ifname": "enp1s0", "flodl_path": "/srv/proj"}),
+]
+MISTAKES_CLUSTER_VARS = {
+    "flodl_controller_host": "192.168.1.10",
+    "flodl_controller_path": "/opt/proj",
+    "flodl_controller_port": 0,
+    "flodl_cluster_env": {"CUDA_VISIBLE_DEVICES": "0"},
+}
+# (fdl place, inventory place, problem): the text after the place is the same in both namings.
+PORT_ZERO = (
+    "cluster.controller.port",
+    "controller: flodl_controller_port",
+    "must be a TCP port number 1-65535, got an integer (0)",
+)
+RESERVED_ENV = (
+    "cluster.env.CUDA_VISIBLE_DEVICES",
+    'cluster: flodl_cluster_env["CUDA_VISIBLE_DEVICES"]',
+    'key "CUDA_VISIBLE_DEVICES" is reserved (launcher-owned) and cannot be set via env: it would override the '
+    "launcher's per-rank value; remove it",
+)
+TUNNEL_NOT_BOOL = (
+    'cluster.workers[0] ("gpu-a").tunnel',
+    "host gpu-a (worker 0): flodl_tunnel",
+    'must be true or false, got a string ("yes")',
+)
+DUPLICATE_GPU = (
+    'cluster.workers[1] ("gpu-b").local_devices',
+    "host gpu-b (worker 1): flodl_local_devices",
+    "lists GPU 0 more than once; each index is one rank; list every device once",
+)
+MISTAKES = [PORT_ZERO, RESERVED_ENV, TUNNEL_NOT_BOOL, DUPLICATE_GPU]
+
+
+class TestOneValidator:
+    """validate.cluster_problems serves fdl files and inventories with one rule set."""
+
+    @pytest.fixture
+    def broken_project(self, tmp_path: Path) -> Path:
+        write(tmp_path / "fdl.yml", MISTAKES_BASE_YML)
+        write(tmp_path / "fdl.cluster.yml", MISTAKES_CLUSTER_YML)
+        return tmp_path
+
+    def test_fdl_project_reports_every_mistake_in_one_error(self, broken_project):
+        config = fc.load_config(broken_project)
+        with pytest.raises(FdlConfigError) as err:
+            fc.cluster_block(config)
+        assert err.value.problems == [
+            'cluster.controller.port: must be a TCP port number 1-65535, got an integer (0)',
+            'cluster.env.CUDA_VISIBLE_DEVICES: key "CUDA_VISIBLE_DEVICES" is reserved (launcher-owned) and cannot be '
+            "set via env: it would override the launcher's per-rank value; remove it",
+            'cluster.workers[0] ("gpu-a").tunnel: must be true or false, got a string ("yes")',
+            'cluster.workers[1] ("gpu-b").local_devices: lists GPU 0 more than once; each index is one rank; '
+            "list every device once",
+        ]
+        base, overlay = broken_project / "fdl.yml", broken_project / "fdl.cluster.yml"
+        assert str(err.value) == (
+            "%s + %s: 4 problems:\n"
+            "  cluster.controller.port: must be a TCP port number 1-65535, got an integer (0)\n"
+            '  cluster.env.CUDA_VISIBLE_DEVICES: key "CUDA_VISIBLE_DEVICES" is reserved (launcher-owned) and cannot be '
+            "set via env: it would override the launcher's per-rank value; remove it\n"
+            '  cluster.workers[0] ("gpu-a").tunnel: must be true or false, got a string ("yes")\n'
+            '  cluster.workers[1] ("gpu-b").local_devices: lists GPU 0 more than once; each index is one rank; '
+            "list every device once" % (base, overlay)
+        )
+
+    def test_build_inventory_raises_the_same_error(self, broken_project):
+        with pytest.raises(FdlConfigError) as err:
+            fc.build_inventory(broken_project)
+        assert len(err.value.problems) == 4
+        assert err.value.problems[1].startswith('cluster.env.CUDA_VISIBLE_DEVICES: key "CUDA_VISIBLE_DEVICES" is reserved')
+
+    def test_inventory_reports_the_same_mistakes_by_variable(self):
+        cluster = topology.cluster_from_inventory(MISTAKES_WORKERS, MISTAKES_CLUSTER_VARS)
+        with pytest.raises(topology.TopologyError) as err:
+            topology.validate_cluster(cluster)
+        assert err.value.problems == [
+            "controller: flodl_controller_port: must be a TCP port number 1-65535, got an integer (0)",
+            'cluster: flodl_cluster_env["CUDA_VISIBLE_DEVICES"]: key "CUDA_VISIBLE_DEVICES" is reserved '
+            "(launcher-owned) and cannot be set via env: it would override the launcher's per-rank value; remove it",
+            'host gpu-a (worker 0): flodl_tunnel: must be true or false, got a string ("yes")',
+            "host gpu-b (worker 1): flodl_local_devices: lists GPU 0 more than once; each index is one rank; "
+            "list every device once",
+        ]
+
+    def test_fdl_files_and_inventory_describe_the_same_cluster(self, broken_project):
+        # The two inputs above are one cluster, so the comparison below compares rules, not inputs.
+        merged = fc.load_config(broken_project).data["cluster"]
+        built = topology.cluster_from_inventory(MISTAKES_WORKERS, MISTAKES_CLUSTER_VARS)
+        assert merged == built
+
+    @pytest.mark.parametrize("fdl_place, inventory_place, problem", MISTAKES, ids=["port-0", "reserved-env", "tunnel", "dup-gpu"])
+    def test_same_rule_same_text_apart_from_the_place(self, broken_project, fdl_place, inventory_place, problem):
+        with pytest.raises(FdlConfigError) as fdl_err:
+            fc.cluster_block(fc.load_config(broken_project))
+        with pytest.raises(topology.TopologyError) as inventory_err:
+            topology.validate_cluster(topology.cluster_from_inventory(MISTAKES_WORKERS, MISTAKES_CLUSTER_VARS))
+        assert fdl_place + ": " + problem in fdl_err.value.problems
+        assert inventory_place + ": " + problem in inventory_err.value.problems
+        assert fdl_err.value.problems.index(fdl_place + ": " + problem) == inventory_err.value.problems.index(
+            inventory_place + ": " + problem
+        )

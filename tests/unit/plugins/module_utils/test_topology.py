@@ -347,7 +347,7 @@ def test_env_values_must_be_strings(value):
 def test_worker_env_values_must_be_strings():
     c = from_inventory([("a", hv(flodl_env={"X": 1})), ("b", hv())], CLUSTER_VARS)
     msg = only_problem(c)
-    assert msg.startswith('host a (worker 0): flodl_env["X"]: environment values must be strings, got an integer (1)')
+    assert msg == 'host a (worker 0): flodl_env["X"]: environment values must be strings, got an integer; quote the value, e.g. X: "1"'
 
 
 def test_env_must_be_a_map():
