@@ -133,10 +133,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         env = self.get_option("env")
         env = DEFAULT_ENV if env is None else str(env)
         project_dir = self._project_dir(path)
+        warnings = []
         try:
-            workers, cluster_vars = build_inventory(project_dir, env or None)
+            workers, cluster_vars = build_inventory(project_dir, env or None, warnings=warnings)
         except FdlConfigError as exc:
             raise AnsibleParserError("fdl_cluster inventory %s: %s" % (to_native(path), to_native(exc)))
+        for warning in warnings:
+            self.display.warning("fdl_cluster inventory %s: %s" % (to_native(path), to_native(warning)))
 
         for name, value in cluster_vars.items():
             self.inventory.set_variable("all", name, value)

@@ -641,6 +641,8 @@ def inventory_from_cluster(
         cluster_vars["flodl_cluster_gpu_ram_share"] = cluster["gpu_ram_share"]
     if env_name:
         cluster_vars["flodl_fdl_env"] = env_name
+    # The checkout holding fdl.yml: fdl-cli launches and builds natively there.
+    cluster_vars["flodl_project_dir"] = str(Path(project_dir).absolute())
     cmd = cluster_command(commands)
     if cmd is not None:
         cluster_vars["flodl_cmd"] = cmd

@@ -538,6 +538,7 @@ class TestMapping:
             "flodl_cluster_env": {"NCCL_DEBUG": "WARN"},
             "flodl_fdl_env": "cluster",
             "flodl_cmd": "train",
+            "flodl_project_dir": str(project),
         }
 
     def test_optional_worker_vars_only_when_present(self):
@@ -591,6 +592,7 @@ class TestMapping:
             "flodl_controller_data_path": "/d",
             "flodl_controller_join": {"discovery": True, "min_rank_start": 2},
             "flodl_cluster_gpu_ram_share": 0.25,
+            "flodl_project_dir": "/proj",
         }
 
     def test_worker_order_is_rank_order(self):
