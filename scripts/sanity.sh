@@ -9,7 +9,10 @@ VENV="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}/ansible-$LINE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 # Outside the checkout: inside it, ansible-test would ask git for the file
 # list and find the (git-ignored) copy empty.
-WORK="${TMPDIR:-/tmp}/flodl-cluster-sanity-$LINE/ansible_collections/flodl/cluster"
+# A private directory per run: concurrent runs (two checkouts, two lines) must not share a copy.
+TOP="$(mktemp -d "${TMPDIR:-/tmp}/flodl-cluster-sanity-$LINE.XXXXXX")"
+trap 'rm -rf "$TOP"' EXIT
+WORK="$TOP/ansible_collections/flodl/cluster"
 
 # ansible-test bootstraps pip from a host this machine cannot reach; give it
 # the offline equivalent under the names it looks for.
@@ -19,7 +22,7 @@ for version in 24.2 25.2 25.3 26.0; do
 done
 
 mkdir -p "$WORK"
-rsync -a --delete \
+rsync -a \
   --exclude .git --exclude .cache --exclude .venv --exclude tests/output \
   --exclude target --exclude .cargo-home --exclude __pycache__ \
   "$REPO_ROOT/" "$WORK/"

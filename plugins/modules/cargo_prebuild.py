@@ -50,7 +50,7 @@ options:
   project_dir:
     description:
       - The checkout holding C(fdl.yml) as the build host sees it (C(flodl_project_dir)), where fdl-cli runs its
-        builds: their working directory and C(CARGO_TARGET_DIR) are under it. Defaults to O(project_root); the
+        builds; their working directory and C(CARGO_TARGET_DIR) are under it. Defaults to O(project_root); the
         libtorch variants stay under O(project_root).
     type: path
   cmd:

@@ -48,8 +48,8 @@ def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cl
         # Ansible's own default ssh_args (ControlMaster for its module transfers) is not the operator's.
         if value and origin != "default":
             args[option] = str(value)
-    password, _ = _option(conn, "password")
-    key_data, _ = _option(conn, "private_key")
+    password = _option(conn, "password")[0]
+    key_data = _option(conn, "private_key")[0]
     return ResolvedConnection(
         connection="ssh",
         host=_option(conn, "host")[0],

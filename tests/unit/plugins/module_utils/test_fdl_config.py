@@ -769,6 +769,7 @@ def test_build_inventory_hands_back_loader_warnings(tmp_path):
     fc.build_inventory(tmp_path, "cluster", warnings=warnings)
     assert len(warnings) == 1 and "cluster.env.NCCL_DEBUG" in warnings[0]
 
+
 # ---------------------------------------------------------------- one validator, two inputs
 
 # Four different mistakes, written once as fdl files and once as inventory variables.

@@ -33,6 +33,7 @@ def from_inventory(workers, cluster_vars):
         assert problems == [], problems
     return cluster_from_inventory(workers, cluster_vars, blocks)
 
+
 CLUSTER_VARS = {"flodl_controller_host": "10.0.0.1", "flodl_controller_path": "/opt/proj"}
 
 
