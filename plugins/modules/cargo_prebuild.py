@@ -133,6 +133,7 @@ notes:
 requirements:
   - Python 3.11 or later on the build host.
   - cargo on the build host (native mode), or Docker with the compose v2 plugin (docker mode).
+  - GNU coreutils C(timeout) on the build host (bounds every build, see O(build_timeout)).
 seealso:
   - module: flodl.cluster.prebuild_plan
 author:
@@ -248,7 +249,6 @@ import errno
 import os
 import pwd
 import shutil
-import signal
 import stat
 import subprocess
 import time
@@ -309,37 +309,37 @@ def _os_error_text(exc: OSError) -> str:
 
 
 def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeout: float) -> int | None:
-    """Run ``argv`` in its own process group; on ``timeout`` kill the whole group and return None."""
+    """Run ``argv`` under GNU ``timeout``; None when it ran out of time.
+
+    ``timeout`` puts the build in its own process group and signals the whole group on expiry
+    (the shell, cargo, rustc, build scripts), then SIGKILLs it after the grace period.
+    """
+    tool = shutil.which("timeout", path=env.get("PATH") or os.defpath) or shutil.which("timeout")
+    if tool is None:
+        raise OSError(errno.ENOENT, "the build host has no `timeout` command (GNU coreutils), which bounds every "
+                      "build; install coreutils there")
+    started = time.monotonic()
     # Not module.run_command: builds run concurrently in threads, each
     # streaming straight into its own log file rather than into memory.
-    proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
     try:
-        return proc.wait(timeout=timeout)
+        proc = subprocess.run(  # pylint: disable=ansible-bad-function
+            [tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+            # Backstop only: should `timeout` itself hang, stop waiting for it.
+            timeout=timeout + KILL_GRACE_SECONDS + 60,
+        )
     except subprocess.TimeoutExpired:
-        pass
-    # cargo, rustc, build scripts: all of them, not just the shell.
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-            if sig == signal.SIGTERM:
-                os.killpg(proc.pid, signal.SIGKILL)  # stragglers that ignored SIGTERM
-            break
-        except (subprocess.TimeoutExpired, ProcessLookupError):
-            continue
-    proc.wait()
-    return None
+        return None
+    elapsed = time.monotonic() - started
+    # 124: timed out; 137 (128 + KILL): still running after the grace period.
+    if proc.returncode in (124, 137, -9) and elapsed >= timeout:
+        return None
+    return proc.returncode
 
 
 def _run_step(

@@ -63,7 +63,7 @@ def test_atomic_write_takes_plain_names_only(tmp_path, name):
 
 
 def test_temp_names_are_unpredictable_and_hidden():
-    names = {sf.temp_name("prebuild.log") for _ in range(50)}
+    names = {sf.temp_name("prebuild.log") for unused in range(50)}
     assert len(names) == 50
     assert all(n.startswith(".prebuild.log.") and n.endswith(".tmp") for n in names)
 
