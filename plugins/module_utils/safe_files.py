@@ -115,6 +115,35 @@ def atomic_write(directory: str, name: str, data: bytes | str | IO[bytes], mode:
     return final
 
 
+def create_exclusive(directory: str, name: str, data: bytes | str, mode: int = 0o644) -> bool:
+    """Create ``directory/name`` holding ``data`` only if nothing (not even a link) is there.
+
+    True when this call created it, False when the name already exists: the primitive of a lock.
+    Written and fsynced before returning; a failed write removes the file again.
+    """
+    _plain_name(name)
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode & 0o7777,
+                         dir_fd=dfd)
+        except FileExistsError:
+            return False
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode & 0o7777)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(name, dir_fd=dfd)
+            raise
+        os.close(fd)
+        os.fsync(dfd)
+        return True
+    finally:
+        os.close(dfd)
+
+
 def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False) -> IO[Any]:
     """Open ``path`` for appending (and reading back), never through a link; text, UTF-8.
 

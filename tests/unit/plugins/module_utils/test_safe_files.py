@@ -131,3 +131,19 @@ def test_open_log_refuses_a_fifo_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "prebuild.log")
     with pytest.raises(sf.UnsafePathError, match="not a regular file"):
         sf.open_log(str(tmp_path / "prebuild.log"))
+
+
+# ------------------------------------------------------------ create_exclusive (the lock primitive)
+
+
+def test_create_exclusive_creates_once(tmp_path):
+    assert sf.create_exclusive(str(tmp_path), "run.lock", '{"a":1}\n', 0o644) is True
+    assert sf.create_exclusive(str(tmp_path), "run.lock", "second", 0o644) is False
+    assert (tmp_path / "run.lock").read_text() == '{"a":1}\n'
+    assert _mode(tmp_path / "run.lock") == 0o644
+
+
+def test_create_exclusive_treats_a_planted_symlink_as_taken(tmp_path):
+    (tmp_path / "run.lock").symlink_to(tmp_path / "nowhere")
+    assert sf.create_exclusive(str(tmp_path), "run.lock", "x") is False
+    assert not (tmp_path / "nowhere").exists()
