@@ -17,7 +17,6 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
