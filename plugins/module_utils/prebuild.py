@@ -394,6 +394,11 @@ def exit_reason(rc: int) -> str:
     return f"build exited with status {rc}"
 
 
+def timeout_reason(seconds: float) -> str:
+    shown = int(seconds) if float(seconds).is_integer() else seconds
+    return f"build timed out after {shown} s; its process group was killed (raise build_timeout if it needs longer)"
+
+
 def format_failure(failure: HostFailure) -> str:
     """One host's block: host and variant, reason, then command, cwd, log and output tail."""
     variant = failure.arch if failure.arch else "(no flodl_arch)"

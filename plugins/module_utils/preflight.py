@@ -15,7 +15,9 @@ fdl-cli's pre-flight host check (flodl-contract.md §3a step 4 and §7a):
   note, an empty ``uname -m`` is indeterminate (warning), an explicit
   ``absent`` pkill is a warning;
 * an unreachable host or a failed probe is a warning, never an error: the
-  real fan-out ssh reports genuine connectivity problems anyway;
+  real fan-out ssh reports genuine connectivity problems anyway; except a
+  failed host-key verification, which is an error with its fix (a host ssh
+  cannot authenticate was not checked, and must not pass as "unreachable");
 * ``local_devices: all`` needs a GPU count; zero usable GPUs is an error.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import target_of
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, device_count
 
 ERROR = "error"
@@ -58,6 +61,14 @@ ABI_SCRIPT = (
 )
 
 _GLIBC_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*$")
+
+HOST_KEY_CHANGED = "changed"
+HOST_KEY_UNKNOWN = "unknown"
+_HOST_KEY_CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED", re.IGNORECASE)
+_HOST_KEY_UNKNOWN = re.compile(
+    r"No \S+ host key is known for .* and you have requested strict checking|Host key verification failed",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -273,6 +284,45 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
     return gpus, None
 
 
+def host_key_failure(stderr: str) -> str | None:
+    """``changed`` or ``unknown`` when ssh's stderr says host-key verification failed, else None."""
+    text = stderr or ""
+    if _HOST_KEY_CHANGED.search(text):
+        return HOST_KEY_CHANGED
+    if _HOST_KEY_UNKNOWN.search(text):
+        return HOST_KEY_UNKNOWN
+    return None
+
+
+def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
+    """The definitive error for a host whose key ssh would not accept, with the three fixes."""
+    host = str(worker["host"])
+    ssh = worker.get("ssh") or {}
+    target = target_of(worker).rsplit("@", 1)[-1]
+    port = ssh.get("port")
+    port_opt = f"-p {port} " if port is not None else ""
+    entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
+    if kind == HOST_KEY_CHANGED:
+        what = (
+            f"the host key {target} presented differs from the one in known_hosts (it changed: a reinstall, "
+            "or someone in the middle)"
+        )
+        first = f"check the new key out of band, remove the old entry (`ssh-keygen -R {posix_quote(entry)}`), then "
+    else:
+        what = f"no host key for {target} is in the controller's known_hosts and ssh checks strictly"
+        first = ""
+    return Finding(
+        ERROR,
+        "host_key",
+        f"{host}: ssh host-key verification failed: {what}. Preflight could not check this host, and "
+        "flodl's ssh fan-out needs a host it can authenticate. Fix: "
+        f"{first}record the key with `ssh-keyscan -H {port_opt}{posix_quote(target)} >> ~/.ssh/known_hosts` "
+        "on the controller; under AWX, ship that known_hosts file in the execution environment; or opt in "
+        "for this worker alone with `StrictHostKeyChecking=accept-new` in its flodl_ssh.options "
+        "(never StrictHostKeyChecking=no).",
+    )
+
+
 def unreachable_finding(host: str, why: str) -> Finding:
     return Finding(
         WARNING,
@@ -364,6 +414,10 @@ def evaluate_remote(
         "data_path": {"path": data_path, "declared": declared, "state": "unknown"},
     }
     probe = parse_probe(stdout or "")
+    key_failure = host_key_failure(stderr) if returncode == 255 and not error else None
+    if key_failure is not None:
+        findings = [host_key_finding(worker, key_failure)]
+        return _report(host, findings, status=_status(findings), **base)
     why = None
     if error:
         why = error

@@ -14,7 +14,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-PROBE_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+# Keepalives: a host that drops off the network mid-probe fails in ~30 s instead of hanging.
+KEEPALIVE = ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+PROBE_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", *KEEPALIVE]
 LAUNCHER_DEFAULTS = [
     "-T",
     "-o",
@@ -48,7 +50,7 @@ def target_of(worker: Mapping[str, Any]) -> str:
 
 
 def probe_argv(worker: Mapping[str, Any], script: str, project_root: str | None = None) -> list[str]:
-    """fdl-cli's one-shot argv: -p, -l, -i, user -o options, then its defaults (§7a)."""
+    """fdl-cli's one-shot argv: -p, -l, -i, user -o options, its defaults plus keepalives, ``--`` (§7a)."""
     ssh = worker.get("ssh") or {}
     argv = ["ssh"]
     if ssh.get("port") is not None:
@@ -59,7 +61,8 @@ def probe_argv(worker: Mapping[str, Any], script: str, project_root: str | None 
         argv += ["-i", resolve_identity(str(ssh["identity_file"]), project_root)]
     argv += _user_options(ssh)
     argv += PROBE_DEFAULTS
-    argv += [target_of(worker), script]
+    # "--": a destination starting with "-" can never be read as an option.
+    argv += ["--", target_of(worker), script]
     return argv
 
 
@@ -69,7 +72,7 @@ def launcher_argv(
     host_user: str | None = None,
     project_root: str | None = None,
 ) -> list[str]:
-    """The launcher's argv without a tunnel (§3f), used for orphan cleanup (§3g)."""
+    """The launcher's argv without a tunnel (§3f), used for orphan cleanup (§3g), with ``--``."""
     ssh = worker.get("ssh") or {}
     argv = ["ssh", *_user_options(ssh), *LAUNCHER_DEFAULTS]
     if ssh.get("port") is not None:
@@ -79,5 +82,5 @@ def launcher_argv(
         argv += ["-l", str(user)]
     if ssh.get("identity_file"):
         argv += ["-i", resolve_identity(str(ssh["identity_file"]), project_root)]
-    argv += [target_of(worker), remote_command]
+    argv += ["--", target_of(worker), remote_command]
     return argv

@@ -30,9 +30,12 @@ description:
     Every token of a command is quoted as fdl-cli quotes it.
   - The variant directory C(<project_root>/libtorch/<arch>) must hold a C(lib/) directory on the build host.
   - The first build runs alone (it warms the shared cargo registry), then every other build runs in parallel.
-    Every build runs to completion; all failures are collected and reported in one message naming each host,
-    its variant, the exact command, the tail of its output and the path of its full log
+    Every build runs to completion or to O(build_timeout); all failures are collected and reported in one message
+    naming each host, its variant, the exact command, the tail of its output and the path of its full log
     (C(<target dir>/prebuild.log)).
+  - Files in the (possibly shared) project are written without following symlinks - a planted symlink or hard link
+    at a build log or the envelope file is refused, never written through - and build logs are created mode
+    C(0640), never world-readable. A target dir that resolves outside O(project_root) is refused.
   - With O(dedupe), hosts that share a variant share one build, run in the target dir of the first of them; the
     binary is then hard-linked (copied across file systems) to C(target/cluster/<host>/<slug>/release/<cmd>) of
     every other host of the variant, on every run, so each host's envelope entry points at its own path.
@@ -109,7 +112,17 @@ options:
       - Where to write the envelope JSON on success, for a later standalone launch. Removed when a build fails or
         when there is no remote worker.
       - Defaults to C(<project_root>/target/cluster/prebuild-envelope.json). An empty string disables the file.
+      - Written atomically through an unpredictable temporary name; a symlink at this path is refused.
     type: str
+  build_timeout:
+    description:
+      - Seconds one build may run. On expiry the build's whole process group (the shell, cargo, rustc, build
+        scripts) gets SIGTERM, then SIGKILL after 10 seconds, and the build is reported as failed with
+        C(build timed out after N s).
+      - In docker mode this stops the C(docker compose run) client; the compose service should stop its
+        container when its client goes.
+    type: float
+    default: 3600
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying target.
@@ -126,6 +139,7 @@ notes:
 requirements:
   - Python 3.11 or later on the build host.
   - cargo on the build host (native mode), or Docker with the compose v2 plugin (docker mode).
+  - GNU coreutils C(timeout) on the build host (bounds every build, see O(build_timeout)).
 author:
   - flodl.cluster contributors (@flodl)
 """
@@ -243,6 +257,7 @@ import errno
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -262,7 +277,14 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     missing_variant_reason,
     plan_prebuild,
     tail_lines,
+    timeout_reason,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log, temp_name
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
+
+# After SIGTERM, how long a build's process group gets before SIGKILL.
+KILL_GRACE_SECONDS = 10
+DEFAULT_BUILD_TIMEOUT = 3600
 
 
 def _now() -> str:
@@ -289,53 +311,97 @@ def _build_environ(extra: dict[str, str], step_env: dict[str, str], native: bool
     return env
 
 
-def _run_step(step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int) -> dict[str, Any]:
-    """Run one build to completion, logging everything to ``<target dir>/prebuild.log``."""
+def _os_error_text(exc: OSError) -> str:
+    text = exc.strerror if isinstance(exc.strerror, str) else str(exc)
+    return f"{exc.filename}: {text}" if exc.filename else text
+
+
+def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeout: float) -> int | None:
+    """Run ``argv`` under GNU ``timeout``; None when it ran out of time.
+
+    ``timeout`` puts the build in its own process group and signals the whole group on expiry
+    (the shell, cargo, rustc, build scripts), then SIGKILLs it after the grace period.
+    """
+    tool = shutil.which("timeout", path=env.get("PATH") or os.defpath) or shutil.which("timeout")
+    if tool is None:
+        raise OSError(errno.ENOENT, "the build host has no `timeout` command (GNU coreutils), which bounds every "
+                      "build; install coreutils there")
+    started = time.monotonic()
+    # Not module.run_command: builds run concurrently in threads, each
+    # streaming straight into its own log file rather than into memory.
+    try:
+        proc = subprocess.run(  # pylint: disable=ansible-bad-function
+            [tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+            # Backstop only: should `timeout` itself hang, stop waiting for it.
+            timeout=timeout + KILL_GRACE_SECONDS + 60,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    elapsed = time.monotonic() - started
+    # 124: timed out; 137 (128 + KILL): still running after the grace period.
+    if proc.returncode in (124, 137, -9) and elapsed >= timeout:
+        return None
+    return proc.returncode
+
+
+def _run_step(
+    step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int, timeout: float, project_root: str
+) -> dict[str, Any]:
+    """Run one build to completion or its timeout, logging everything to ``<target dir>/prebuild.log``."""
     out = step.as_dict()
     before = _file_id(step.binary)
     started_mono = time.monotonic()
     out["started"] = _now()
     output = ""
+    rc: int | None = 127
+    log = None
     try:
         os.makedirs(step.target_dir, exist_ok=True)
-        with open(step.log_path, "w", encoding="utf-8", errors="replace") as log:
-            log.write(f"# flodl prebuild for {', '.join(step.hosts)} ({step.arch})\n")
-            log.write(f"# started: {out['started']}\n# cwd: {step.cwd}\n")
-            for key in sorted(step.env):
-                log.write(f"# env: {key}={step.env[key]}\n")
-            log.write(f"# command: {step.command}\n")
-            log.flush()
-            offset = log.tell()
-            # Not module.run_command: builds run concurrently in threads, each
-            # streaming straight into its own log file rather than into memory.
-            proc = subprocess.run(  # pylint: disable=ansible-bad-function
-                ["sh", "-c", step.command],
-                cwd=step.cwd,
-                env=_build_environ(extra_env, step.env, native),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
+        if not resolved_under(project_root, step.target_dir):
+            raise OSError(
+                errno.EXDEV,
+                f"the target dir {step.target_dir} resolves outside the project {project_root} (a symlinked "
+                "directory on the way); remove that link, then run again",
             )
-            rc = proc.returncode
-            log.flush()
-        with open(step.log_path, encoding="utf-8", errors="replace") as log:
-            log.seek(offset)
-            output = log.read()
-        error = None if rc == 0 else exit_reason(rc)
-        if rc == 0 and not os.path.isfile(step.binary):
+        # Created without following links and never world-readable (flodl_safe_files).
+        log = open_log(step.log_path, truncate=True)
+        log.write(f"# flodl prebuild for {', '.join(step.hosts)} ({step.arch})\n")
+        log.write(f"# started: {out['started']}\n# cwd: {step.cwd}\n")
+        for key in sorted(step.env):
+            log.write(f"# env: {key}={step.env[key]}\n")
+        log.write(f"# command: {step.command}\n")
+        log.flush()
+        offset = log.tell()
+        rc = _run_bounded(["sh", "-c", step.command], step.cwd, _build_environ(extra_env, step.env, native), log, timeout)
+        log.flush()
+        log.seek(offset)
+        output = log.read()
+        if rc is None:
+            error = timeout_reason(timeout)
+        elif rc != 0:
+            error = exit_reason(rc)
+        elif not os.path.isfile(step.binary):
             error = f"build exited 0 but did not produce {step.binary}"
+        else:
+            error = None
     except OSError as exc:
         rc = 127
-        error = f"could not run the build: {exc}"
-        output = output or str(exc)
+        error = f"could not run the build: {_os_error_text(exc)}"
+        output = output or error
     out["ended"] = _now()
     out["seconds"] = round(time.monotonic() - started_mono, 3)
-    try:
-        with open(step.log_path, "a", encoding="utf-8") as log:
-            log.write(f"\n# ended: {out['ended']} rc={rc} ({out['seconds']}s)\n")
-    except OSError:
-        pass
+    if log is not None:
+        try:
+            log.write(f"\n# ended: {out['ended']} rc={rc} ({out['seconds']}s){'' if error is None else ' ' + error}\n")
+            log.close()
+        except OSError:
+            pass
     out["rc"] = rc
     out["tail"] = tail_lines(output, tail_count)
     out["error"] = error
@@ -355,16 +421,20 @@ def _link_binary(source: str, dest: str) -> bool:
         s, d = os.stat(source), os.stat(dest)
         if s.st_dev != d.st_dev and (s.st_size, s.st_mtime_ns) == (d.st_size, d.st_mtime_ns):
             return False
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    tmp = f"{dest}.flodl-link-{os.getpid()}"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
+    directory, name = os.path.split(dest)
+    os.makedirs(directory, exist_ok=True)
+    if os.path.islink(dest):
+        raise OSError(errno.ELOOP, f"{dest} is a symbolic link; remove it (and check who planted it), then run again")
+    # link() never follows or overwrites; the name is unpredictable so nobody can plant it first.
+    tmp = os.path.join(directory, temp_name(name))
     try:
         os.link(source, tmp)
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EACCES):
             raise
-        shutil.copy2(source, tmp)
+        with open(source, "rb") as src:
+            atomic_write(directory, name, src, stat.S_IMODE(os.stat(source).st_mode))
+        return True
     os.replace(tmp, dest)
     return True
 
@@ -417,10 +487,16 @@ def main() -> None:
             "env": {"type": "dict", "default": {}},
             "tail_lines": {"type": "int", "default": 20},
             "envelope_file": {"type": "str"},
+            "build_timeout": {"type": "float", "default": DEFAULT_BUILD_TIMEOUT},
         },
         supports_check_mode=True,
     )
     p = module.params
+    if not p["build_timeout"] > 0:
+        module.fail_json(
+            msg=f"build_timeout must be a positive number of seconds, got {p['build_timeout']}; "
+            f"use e.g. {DEFAULT_BUILD_TIMEOUT} for an hour"
+        )
     bad_env = [k for k, v in (p["env"] or {}).items() if not isinstance(v, str)]
     if bad_env:
         module.fail_json(msg=f"env values must be strings; quote these in YAML: {', '.join(sorted(map(str, bad_env)))}")
@@ -493,12 +569,18 @@ def main() -> None:
     tail_count = p["tail_lines"]
     ran: dict[str, dict[str, Any]] = {}
     if runnable:
-        first = _run_step(runnable[0], extra_env, native, tail_count)
+        timeout = p["build_timeout"]
+        root = plan.project_root
+
+        def run(step: BuildStep) -> dict[str, Any]:
+            return _run_step(step, extra_env, native, tail_count, timeout, root)
+
+        first = run(runnable[0])
         ran[first["host"]] = first
         rest = runnable[1:]
         if rest:
             with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-                for out in pool.map(lambda s: _run_step(s, extra_env, native, tail_count), rest):
+                for out in pool.map(run, rest):
                     ran[out["host"]] = out
 
     builds: list[dict[str, Any]] = []
@@ -561,7 +643,11 @@ def main() -> None:
     text = envelope_json(envelope) if envelope else ""
     if envelope_file:
         if envelope:
-            _write(envelope_file, text)
+            try:
+                _write(envelope_file, text)
+            except OSError as exc:
+                module.fail_json(msg=f"flodl prebuild: every build succeeded but the envelope file could not be "
+                                 f"written: {_os_error_text(exc)}", **result)
             changed = changed or previous_envelope != text
         else:
             changed = changed or previous_envelope is not None
@@ -577,11 +663,9 @@ def _remove(path: str) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    atomic_write(directory, name, text, 0o644)
 
 
 def _summary(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]], *, check: bool) -> list[str]:

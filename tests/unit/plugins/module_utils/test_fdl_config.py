@@ -211,10 +211,80 @@ class TestInheritFrom:
         leaf = write(tmp_path / "fdl.yml", "inherit-from: a/child.yml\n")
         assert [p.name for p, unused in fc.resolve_chain(leaf)] == ["parent.yml", "child.yml", "fdl.yml"]
 
-    def test_absolute_parent(self, tmp_path):
-        parent = write(tmp_path / "elsewhere" / "p.yml", "x: 1\n")
+    def test_absolute_parent_inside_the_project(self, tmp_path):
+        parent = write(tmp_path / "proj" / "shared" / "p.yml", "x: 1\n")
         leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % parent)
         assert fc.merge_layers([d for unused, d in fc.resolve_chain(leaf)]) == {"x": 1}
+
+    def test_absolute_parent_outside_needs_an_explicit_root(self, tmp_path):
+        parent = write(tmp_path / "elsewhere" / "p.yml", "x: 1\n")
+        leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % parent)
+        with pytest.raises(FdlConfigError, match="is outside the project"):
+            fc.resolve_chain(leaf)
+        chain = fc.resolve_chain(leaf, roots=[tmp_path / "proj", tmp_path / "elsewhere"])
+        assert fc.merge_layers([d for unused, d in chain]) == {"x": 1}
+
+    SECRET = "-----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+
+    @pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink", "home"])
+    def test_outside_parent_is_refused_before_it_is_read(self, tmp_path, monkeypatch, how):
+        secret = write(tmp_path / "home" / ".ssh" / "id_ed25519", self.SECRET)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        value = {
+            "dotdot": "../home/.ssh/id_ed25519",
+            "absolute": str(secret),
+            "symlink": "innocent.yml",
+            "home": "~/.ssh/id_ed25519",
+        }[how]
+        (tmp_path / "proj").mkdir()
+        (tmp_path / "proj" / "innocent.yml").symlink_to(secret)
+        leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % value)
+        with pytest.raises(FdlConfigError) as err:
+            fc.resolve_chain(leaf)
+        text = str(err.value)
+        assert "is outside the project (%s)" % (tmp_path / "proj") in text
+        assert str(secret) in text
+        assert "BEGIN" not in text and "b3Bl" not in text
+        assert err.value.files == [str(leaf)] and err.value.key == "inherit-from"
+
+    def test_a_parent_that_is_a_yaml_string_reports_type_and_size_only(self, tmp_path):
+        parent = write(tmp_path / "notes.yml", self.SECRET)
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: notes.yml\n")
+        with pytest.raises(FdlConfigError) as err:
+            fc.resolve_chain(leaf)
+        size = len(self.SECRET.encode())
+        assert str(err.value) == (
+            "%s: inherit-from: inherit-from target `%s` (%d bytes) is not a mapping at its top level; its content "
+            "is not shown (fix: point inherit-from at an fdl config file (`key: value` entries) inside the project)"
+            % (leaf, parent, size)
+        )
+
+    def test_a_parent_with_a_yaml_error_reports_the_position_only(self, tmp_path):
+        write(tmp_path / "bad.yml", "a: 1\ntoken: [hunter2\n")
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: bad.yml\n")
+        with pytest.raises(FdlConfigError, match=r"is not valid YAML \(line \d+, column \d+\)") as err:
+            fc.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value)
+
+    def test_a_json_parent_error_reports_the_position_only(self, tmp_path):
+        # The trailing comma: column 21 (the brace) up to Python 3.11, 20 (the comma) from 3.13.
+        write(tmp_path / "bad.json", '{"token": "hunter2",}')
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: bad.json\n")
+        with pytest.raises(FdlConfigError, match=r"is not valid JSON \(line 1, column 2[01]\)") as err:
+            fc.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value)
+
+    def test_non_string_inherit_from_reports_type_and_size(self, tmp_path):
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: [secret-one, secret-two]\n")
+        with pytest.raises(FdlConfigError, match="must be a string path, got a list of 2 items") as err:
+            fc.resolve_chain(leaf)
+        assert "secret" not in str(err.value)
+
+    def test_url_value_is_not_echoed(self, tmp_path):
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: https://user:token@example.invalid/x.yml\n")
+        with pytest.raises(FdlConfigError, match="remote parents") as err:
+            fc.resolve_chain(leaf)
+        assert "token" not in str(err.value)
 
     def test_overlay_chain_and_dedupe_first_kept(self, tmp_path):
         write(tmp_path / "common.yml", "cluster: {env: {A: common}}\nshared: common\n")

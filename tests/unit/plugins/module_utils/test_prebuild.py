@@ -360,3 +360,12 @@ def test_failure_message_names_every_host_with_variant_command_tail_and_log() ->
 def test_failure_without_arch_says_so() -> None:
     text = format_failure(HostFailure(host="h1", arch=None, reason="flodl_arch is not set"))
     assert text == "- host h1, variant (no flodl_arch): flodl_arch is not set"
+
+
+def test_timeout_reason_names_the_limit_and_the_fix():
+    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import timeout_reason
+
+    assert timeout_reason(3600) == (
+        "build timed out after 3600 s; its process group was killed (raise build_timeout if it needs longer)"
+    )
+    assert timeout_reason(2.5).startswith("build timed out after 2.5 s;")

@@ -449,3 +449,81 @@ def test_glibc_advisory_lists_hosts() -> None:
     adv = pf.glibc_advisory(reports)
     assert adv is not None and "glibc 2.36 on h1" in adv and "h2" not in adv
     assert pf.glibc_advisory([]) is None
+
+
+# --------------------------------------------------------------------------
+# host keys: a definitive error, never "unreachable"
+# --------------------------------------------------------------------------
+
+CHANGED_STDERR = (
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "Host key for [10.0.0.12]:2222 has changed and you have requested strict checking.\n"
+    "Host key verification failed.\n"
+)
+UNKNOWN_STDERR = (
+    "No ED25519 host key is known for [10.0.0.12]:2222 and you have requested strict checking.\n"
+    "Host key verification failed.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "kind"),
+    [
+        (CHANGED_STDERR, pf.HOST_KEY_CHANGED),
+        (UNKNOWN_STDERR, pf.HOST_KEY_UNKNOWN),
+        ("Host key verification failed.\r\n", pf.HOST_KEY_UNKNOWN),
+        ("ssh: connect to host x port 22: Connection refused\n", None),
+        ("Permission denied (publickey).\n", None),
+        ("", None),
+    ],
+)
+def test_host_key_failure_is_recognised(stderr: str, kind: str | None) -> None:
+    assert pf.host_key_failure(stderr) == kind
+
+
+def _keyed_worker() -> dict:
+    w = _worker("gpu-b", devices=[0])
+    w["ssh"] = {"target": "alice@10.0.0.12", "port": 2222}
+    return w
+
+
+def test_unknown_host_key_is_an_error_with_the_fixes() -> None:
+    r = _eval("", rc=255, stderr=UNKNOWN_STDERR, worker=_keyed_worker())
+    assert r["status"] == "error" and r["warnings"] == []
+    assert r["errors"] == [
+        "gpu-b: ssh host-key verification failed: no host key for 10.0.0.12 is in the controller's known_hosts "
+        "and ssh checks strictly. Preflight could not check this host, and flodl's ssh fan-out needs a host it "
+        "can authenticate. Fix: record the key with `ssh-keyscan -H -p 2222 10.0.0.12 >> ~/.ssh/known_hosts` "
+        "on the controller; under AWX, ship that known_hosts file in the execution environment; or opt in for "
+        "this worker alone with `StrictHostKeyChecking=accept-new` in its flodl_ssh.options "
+        "(never StrictHostKeyChecking=no)."
+    ]
+
+
+def test_changed_host_key_says_remove_the_old_entry_first() -> None:
+    r = _eval("", rc=255, stderr=CHANGED_STDERR, worker=_keyed_worker())
+    assert r["status"] == "error"
+    (message,) = r["errors"]
+    assert "differs from the one in known_hosts" in message
+    assert "`ssh-keygen -R '[10.0.0.12]:2222'`" in message
+    assert "ssh-keyscan -H -p 2222 10.0.0.12" in message
+
+
+def test_host_key_without_port_has_no_port_option() -> None:
+    r = _eval("", rc=255, stderr=UNKNOWN_STDERR, worker=_worker("gpu-c", devices=[0]))
+    assert "`ssh-keyscan -H gpu-c >> ~/.ssh/known_hosts`" in r["errors"][0]
+
+
+def test_host_key_text_from_a_remote_command_is_not_a_key_failure() -> None:
+    # Only ssh's own exit code 255 counts: a probe printing that text and exiting 1 stays a warning.
+    r = _eval("", rc=1, stderr="Host key verification failed.\n")
+    assert r["status"] == "warning" and r["errors"] == []
+
+
+def test_host_key_failure_fails_the_run_in_failure_message() -> None:
+    reports = [_eval("", rc=255, stderr=UNKNOWN_STDERR, worker=_keyed_worker())]
+    summary = pf.collect(reports)
+    assert summary["failed_hosts"] == ["gpu-b"]
+    assert "ssh-keyscan" in pf.failure_message(reports, summary["warnings"])

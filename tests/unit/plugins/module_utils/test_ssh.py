@@ -43,6 +43,8 @@ def test_probe_argv_full_order():
         "-o", "ProxyJump=bastion",
         "-o", "StrictHostKeyChecking=no",
         "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+        "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3",
+        "--",
         "10.0.0.12",
         "echo hi",
     ]
@@ -50,7 +52,8 @@ def test_probe_argv_full_order():
 
 def test_probe_argv_without_ssh_block():
     assert probe_argv(worker(), "true") == [
-        "ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "gpu-b", "true",
+        "ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+        "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "--", "gpu-b", "true",
     ]
 
 
@@ -93,7 +96,7 @@ def test_resolve_identity_trailing_slash_root():
 def test_probe_script_is_one_last_argument():
     script = "if [ -d '/a b' ]; then echo 1; fi"
     argv = probe_argv(worker({"target": "t"}), script)
-    assert argv[-2:] == ["t", script]
+    assert argv[-3:] == ["--", "t", script]
 
 
 def test_target_of():
@@ -119,6 +122,7 @@ def test_launcher_argv_full_order():
         "-p", "2222",
         "-l", "alice",
         "-i", "/opt/proj/.fdl/keys/gpu-b",
+        "--",
         "10.0.0.12",
         "pkill x",
     ]
@@ -132,14 +136,14 @@ def test_launcher_argv_identity_verbatim_without_project_root():
 def test_launcher_falls_back_to_host_user():
     argv = launcher_argv(worker(), "true", host_user="  bob \n")
     assert argv[argv.index("-l") + 1] == "bob"
-    assert argv == ["ssh", *s.LAUNCHER_DEFAULTS, "-l", "bob", "gpu-b", "true"]
+    assert argv == ["ssh", *s.LAUNCHER_DEFAULTS, "-l", "bob", "--", "gpu-b", "true"]
 
 
 @pytest.mark.parametrize("host_user", [None, "", "   "])
 def test_launcher_omits_l_without_a_user(host_user):
     argv = launcher_argv(worker(), "true", host_user=host_user)
     assert "-l" not in argv
-    assert argv == ["ssh", *s.LAUNCHER_DEFAULTS, "gpu-b", "true"]
+    assert argv == ["ssh", *s.LAUNCHER_DEFAULTS, "--", "gpu-b", "true"]
 
 
 def test_launcher_ssh_user_beats_host_user():
@@ -155,11 +159,28 @@ def test_launcher_user_options_come_before_defaults():
 
 
 def test_defaults_constants():
-    assert s.PROBE_DEFAULTS == ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+    assert s.PROBE_DEFAULTS == [
+        "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+        "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3",
+    ]
     assert s.LAUNCHER_DEFAULTS == [
         "-T", "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3",
         "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
     ]
+
+
+@pytest.mark.parametrize("build", [lambda w: probe_argv(w, "true"), lambda w: launcher_argv(w, "true")])
+def test_a_dash_target_is_after_the_double_dash(build):
+    argv = build(worker({"target": "-oProxyCommand=touch /tmp/p"}))
+    assert argv[-3:] == ["--", "-oProxyCommand=touch /tmp/p", "true"]
+    assert argv.count("--") == 1
+
+
+@pytest.mark.parametrize("build", [lambda w: probe_argv(w, "true"), lambda w: launcher_argv(w, "true")])
+def test_every_connection_has_keepalives(build):
+    argv = build(worker(FULL_SSH))
+    assert "ServerAliveInterval=10" in argv and "ServerAliveCountMax=3" in argv
+    assert "StrictHostKeyChecking=no" not in argv[argv.index("-T"):]  # only the user's own option
 
 
 # ---------------------------------------------------------------- running

@@ -1,0 +1,177 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One run of a project at a time: the lock record, its staleness, and the "is it running?" probe.
+
+A second start on the same hosts is worse than a refusal: the launcher's pre-spawn cleanup stops
+every process of the same binary path, so it kills the first run's ranks. Pure parts only; the
+caller writes the lock (exclusively, see safe_files.create_exclusive), adds
+:func:`running_script` to the preflight probe, and refuses with :func:`refusal_message`.
+
+The lock file is never trusted: it lives in a shared project and anyone may have written it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
+
+FORMAT = "flodl-run-lock/1"
+LOCK_FILE_REL = "target/cluster/run.lock"
+MAX_LOCK_BYTES = 4096
+MAX_FIELD_CHARS = 1024
+# A lock of another controller cannot be checked for a live pid; past this age it is stale.
+DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600
+OVERRIDE_VARIABLE = "flodl_run_lock"
+MARK_RUNNING = "__FLODL_RUNNING__"
+
+_STR_FIELDS = ("run_id", "controller_host", "project", "user")
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """Who holds the run lock: ``started`` is seconds since the epoch (controller clock)."""
+
+    run_id: str
+    controller_host: str
+    pid: int
+    started: float
+    project: str
+    user: str
+
+    def to_json(self) -> str:
+        body = dict(asdict(self), format=FORMAT)
+        return json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+def parse_lock(data: bytes | str) -> tuple[LockRecord | None, str | None]:
+    """``(record, None)`` or ``(None, problem)``; the problem tells type and size, never content."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    if len(raw) > MAX_LOCK_BYTES:
+        return None, f"the lock file is {len(raw)} bytes, over the {MAX_LOCK_BYTES}-byte limit of a lock record"
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, f"the lock file ({len(raw)} bytes) is not JSON"
+    if not isinstance(value, dict):
+        return None, f"the lock file holds a JSON {type(value).__name__}, not an object"
+    if value.get("format") != FORMAT:
+        return None, "the lock file is not a flodl run lock (wrong or missing format)"
+    for key in _STR_FIELDS:
+        field = value.get(key)
+        if not isinstance(field, str) or not field or len(field) > MAX_FIELD_CHARS:
+            return None, f"the lock file's {key} is not a non-empty string of at most {MAX_FIELD_CHARS} characters"
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in field):
+            return None, f"the lock file's {key} holds control characters"
+    pid = value.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
+        return None, "the lock file's pid is not a positive integer"
+    started = value.get("started")
+    if isinstance(started, bool) or not isinstance(started, (int, float)) or not math.isfinite(started) or started < 0:
+        return None, "the lock file's started is not a time in seconds"
+    return LockRecord(
+        run_id=value["run_id"],
+        controller_host=value["controller_host"],
+        pid=pid,
+        started=float(started),
+        project=value["project"],
+        user=value["user"],
+    ), None
+
+
+def stale_reason(
+    record: LockRecord,
+    *,
+    this_host: str,
+    now: float,
+    pid_alive: bool | None,
+    pid_started: float | None = None,
+    max_age: float = DEFAULT_MAX_AGE_SECONDS,
+) -> str | None:
+    """Why the lock no longer protects a run, or None when it must be honoured.
+
+    On its own controller the holder's pid decides: gone, or reused by a process that started
+    after the lock was taken. Another controller's pid cannot be checked, so only age makes it
+    stale. The probe of the workers (binary running?) is separate: a run whose lock is stale but
+    whose binary still runs is live.
+    """
+    if record.controller_host == this_host:
+        if pid_alive is False:
+            return f"its process {record.pid} on {this_host} is gone"
+        if pid_alive and pid_started is not None and pid_started > record.started + 1:
+            return f"process {record.pid} on {this_host} is a newer process that reused the pid"
+        return None
+    age = now - record.started
+    if age > max_age:
+        return f"it was taken {int(age // 86400)} days ago on {record.controller_host}"
+    return None
+
+
+def running_script(binary: str) -> str:
+    """POSIX sh printing ``__FLODL_RUNNING__=<n>``: processes whose executable is ``binary``.
+
+    Reads /proc/<pid>/exe (so the probe's own command line, which holds the path, never counts),
+    including a binary replaced on disk since it started (`` (deleted)``). Two processes in all:
+    ``ls`` and ``awk``. The path travels in the environment, so no character of it is parsed by
+    awk or by a pattern.
+    """
+    if not binary.startswith("/") or any(ch in binary for ch in "\n\r\0"):
+        raise ValueError("running_script needs an absolute path without newlines or NUL")
+    awk = (
+        'BEGIN{s=" -> " ENVIRON["FLODL_RUNNING_BIN"]; d=s " (deleted)"; n=0} '
+        "{l=length($0); if (substr($0, l-length(s)+1) == s || substr($0, l-length(d)+1) == d) n++} "
+        f'END{{print "{MARK_RUNNING}=" n}}'
+    )
+    return (
+        "LC_ALL=C ls -l /proc/[0-9]*/exe 2>/dev/null "
+        f"| FLODL_RUNNING_BIN={always_quote(binary)} awk {always_quote(awk)}"
+    )
+
+
+def parse_running(stdout: str) -> int | None:
+    """The count from :func:`running_script`'s marker line; None when absent or garbled."""
+    for line in (stdout or "").splitlines():
+        text = line.strip()
+        if text.startswith(MARK_RUNNING + "="):
+            count = text[len(MARK_RUNNING) + 1:]
+            return int(count) if count.isdigit() else None
+    return None
+
+
+def refusal_message(
+    project: str,
+    running: Mapping[str, int],
+    lock: LockRecord | None = None,
+    *,
+    inventory_hint: str = "<inventory>",
+) -> str:
+    """The refusal when another run is live: where, why it matters, how to stop it or override."""
+    places: list[str] = []
+    for host in sorted(running):
+        count = running[host]
+        if count:
+            places.append(f"{host} ({count} process{'es' if count != 1 else ''} of the rank binary)")
+    if lock is not None:
+        places.append(
+            f"controller {lock.controller_host} (run lock held by pid {lock.pid} of {lock.user}, run id {lock.run_id})"
+        )
+    where = "; ".join(places) if places else "an unknown host"
+    return (
+        f"flodl run lock: another run of project {project} is live on {where}. Starting now would kill it: "
+        "the launcher's pre-spawn cleanup stops every process of the same binary. Stop the other run with "
+        f"`ansible-playbook flodl.cluster.teardown -i {inventory_hint}` (or wait for it to end), or, to replace "
+        f"it on purpose, run again with `-e {OVERRIDE_VARIABLE}=false`."
+    )
+
+
+def live_hosts(running: Mapping[str, int | None]) -> Sequence[str]:
+    """Hosts whose probe saw the binary running, sorted."""
+    return sorted(h for h, n in running.items() if n)
