@@ -25,6 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
+    host_name_problem,
+    relative_path_problem,
+    ssh_target_problem,
+)
+
 RESERVED_EXACT = frozenset(
     {
         "CUDA_VISIBLE_DEVICES",
@@ -129,6 +135,11 @@ class _Problems:
     def add(self, place: str, problem: str, fix: str = "") -> None:
         self.items.append(f"{place}: {problem}" + (f"; {fix}" if fix else ""))
 
+    def raw(self, problem: str | None) -> None:
+        """A problem already worded with its place (module_utils.safety)."""
+        if problem:
+            self.items.append(problem)
+
     def unknown_keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], place: Any) -> None:
         for key in value:
             if key not in allowed:
@@ -224,6 +235,9 @@ def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
     out.unknown_keys(ssh, SSH_KEYS, lambda k: naming.sub(place, k))
     for key in ("target", "user", "identity_file"):
         out.string(ssh.get(key), naming.sub(place, key))
+    target = ssh.get("target")
+    if isinstance(target, str) and target.strip():
+        out.raw(ssh_target_problem(target, naming.sub(place, "target")))
     out.port(ssh.get("port"), naming.sub(place, "port"))
     options = ssh.get("options")
     if options is None:
@@ -260,6 +274,12 @@ def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
                 "list every device once")
 
 
+def _check_arch(arch: Any, place: str, out: _Problems) -> None:
+    # A variant is a directory under <path>/libtorch/; anything else builds against a stranger's tree.
+    if isinstance(arch, str):
+        out.raw(relative_path_problem(arch, place, "<path>/libtorch/", allow_empty=False))
+
+
 def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Problems) -> None:
     if not isinstance(worker, Mapping):
         out.add(naming.worker(index, None, ""), f"must be a map, got {kind(worker)}")
@@ -274,6 +294,9 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
                 "computed from local devices in worker order", "remove the key" if naming.fdl else "remove the variable")
     out.unknown_keys({k: v for k, v in worker.items() if k != "ranks"}, WORKER_KEYS, at)
     out.string(host, at("host"), required=True, what="the worker's hostname")
+    if isinstance(host, str) and host.strip():
+        # It names a directory under target/cluster/ and reaches ssh: nothing but a plain name.
+        out.raw(host_name_problem(host, at("host")))
     _check_local_devices(worker.get("local_devices"), at("local_devices"), out)
     nic = worker.get("nccl_socket_ifname")
     if nic is not None and not isinstance(nic, str):
@@ -289,6 +312,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
     out.boolean(worker.get("tunnel"), at("tunnel"))
     for key in ("arch", "data_path", "docker"):
         out.string(worker.get(key), at(key))
+    _check_arch(worker.get("arch"), at("arch"), out)
     out.share(worker.get("gpu_ram_share"), at("gpu_ram_share"))
 
 
@@ -311,6 +335,7 @@ def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
     out.port(controller.get("port"), naming.controller("port"))
     for key in ("docker", "arch", "data_path"):
         out.string(controller.get(key), naming.controller(key))
+    _check_arch(controller.get("arch"), naming.controller("arch"), out)
     join = controller.get("join")
     if join is not None:
         _check_join(join, naming, out)

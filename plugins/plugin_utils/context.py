@@ -16,13 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.parsing.convert_bool import boolean
-
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
     NetScaleError,
     parse_net_timeout_scale,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
+    cargo_bin_problem,
+    MAX_ARG_STRLEN,
+    default_arg_max,
+    env_size_problems,
+    parse_bool,
+    relative_path_problem,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
     CONNECTION_VARS,
@@ -156,12 +162,7 @@ def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, 
 
 def as_bool(value: Any) -> bool | None:
     """Ansible's boolean rules (survey and ``-e`` values arrive as text); None when not a boolean."""
-    if isinstance(value, (list, dict)) or value == "" or (isinstance(value, int) and value not in (0, 1)):
-        return None
-    try:
-        return boolean(value, strict=True)
-    except TypeError:
-        return None
+    return parse_bool(value)
 
 
 def build_context(
@@ -224,6 +225,12 @@ def build_context(
             "controller: flodl_cmd is required: the fdl command name, which is also the cargo --bin target "
             "(e.g. flodl_cmd: train)"
         )
+    elif cmd is not None:
+        problems += [p for p in [cargo_bin_problem(cmd, "controller: flodl_cmd")] if p]
+    # Relative to the project root; a leading "/" has always meant the root too.
+    cmd_dir_raw = str(var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
+    problems += [p for p in [relative_path_problem(cmd_dir_raw, "controller: flodl_cmd_dir", "the project root")] if p]
+    problems += env_problems(cluster)
     if prebuild and ("prebuild" in phases or "preflight" in phases):
         for index, worker in enumerate(cluster["workers"]):
             if worker.get("host") != identity and not worker.get("arch"):
@@ -244,7 +251,7 @@ def build_context(
     if problems:
         raise TopologyError(problems)
 
-    cmd_dir = str(var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
+    cmd_dir = str(cmd_dir_raw).strip("/")
     fdl_env = var(task_vars, templar, "flodl_fdl_env")
     launch_command = var(task_vars, templar, "flodl_launch_command")
     project_dir = var(task_vars, templar, "flodl_project_dir") or cluster["controller"]["path"]
@@ -323,3 +330,32 @@ def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: R
         raise TopologyError([f"controller: flodl_launch_docker must be a compose service name or a boolean, "
                              f"got {type(value).__name__}"])
     return value.strip()
+
+
+def env_problems(cluster: Mapping[str, Any]) -> list[str]:
+    """Environments that exec would refuse (E2BIG), found now instead of after every build.
+
+    The topology travels hex-encoded in one variable, so every env value counts twice there.
+    """
+    arg_max = default_arg_max()
+    problems = env_size_problems(_str_env(cluster.get("env")), "cluster: flodl_cluster_env", arg_max=arg_max)
+    for worker in cluster.get("workers") or []:
+        problems += env_size_problems(_str_env(worker.get("env")), f"host {worker.get('host')}: flodl_env",
+                                      arg_max=arg_max)
+    if not problems:
+        hexed = 2 * len(json.dumps(plain(cluster), ensure_ascii=False).encode("utf-8"))
+        if hexed > MAX_ARG_STRLEN:
+            problems.append(
+                f"cluster: the topology would be about {hexed} bytes once hex-encoded for "
+                f"FLODL_INTERNAL_FULL_CLUSTER_JSON, over the kernel's {MAX_ARG_STRLEN}-byte limit for one "
+                "environment variable: the launch would fail with E2BIG; shrink the flodl_env/flodl_cluster_env "
+                "values (pass large data as files on the shared mount)"
+            )
+    return problems
+
+
+def _str_env(env: Any) -> dict[str, str]:
+    """The string entries of an env map (the validator reports the rest)."""
+    if not isinstance(env, Mapping):
+        return {}
+    return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}

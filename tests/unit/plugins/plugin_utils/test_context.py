@@ -240,3 +240,38 @@ def test_connection_problems_are_reported_with_the_rest():
     assert msgs[0].startswith("host gpu-c: a password is set")
     assert "hunter2" not in "\n".join(msgs)
     assert msgs[1].startswith("host gpu-b: ansible_ssh_extra_args: -F is not supported")
+
+
+@pytest.mark.parametrize(
+    "extra,fragment",
+    [
+        ({"flodl_cmd": "train;id"}, "controller: flodl_cmd 'train;id' contains"),
+        ({"flodl_cmd": "-x"}, "controller: flodl_cmd '-x' starts with '-'"),
+        ({"flodl_cmd_dir": "../../.."}, "controller: flodl_cmd_dir '../../..' climbs out of the project root"),
+    ],
+)
+def test_hostile_command_and_directory_are_refused(extra, fragment):
+    (msg,) = problems(task_vars(**extra), ["launch"])
+    assert msg.startswith(fragment), msg
+
+
+def test_hostile_worker_values_are_refused_before_contact():
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["flodl_host"] = "-oProxyCommand=touch /tmp/p"
+    workers["gpu-c"]["flodl_arch"] = "../../../../usr"
+    msgs = problems(task_vars(workers), ["preflight"])
+    joined = "\n".join(msgs)
+    assert "flodl_host '-oProxyCommand=touch /tmp/p' starts with '-'" in joined
+    assert "host gpu-c (worker 0): flodl_arch '../../../../usr' climbs out of <path>/libtorch/" in joined
+
+
+def test_an_env_value_too_big_for_exec_is_refused_up_front():
+    (msg,) = problems(task_vars(flodl_cluster_env={"BLOB": "x" * 200_000}), ["launch"])
+    assert msg.startswith("cluster: flodl_cluster_env: variable 'BLOB' is 200006 bytes as KEY=VALUE")
+    assert "x" * 50 not in msg
+
+
+def test_survey_strings_are_booleans_never_commands():
+    assert build_context(task_vars(flodl_prebuild="False"), None, ["launch"]).prebuild is False
+    (msg,) = problems(task_vars(flodl_prebuild="rm -rf /"), ["launch"])
+    assert "flodl_prebuild must be true or false" in msg
