@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
 
 MODULE = "flodl.cluster.cargo_prebuild"
 
@@ -51,6 +51,7 @@ class ActionModule(ActionBase):
             "cmd_dir": ctx.cmd_dir,
             "docker_service": ctx.cluster["controller"].get("docker") or None,
             "dedupe": dedupe,
+            "build_timeout": float(var(task_vars, self._templar, "flodl_build_timeout", 3600)),
             "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])} for w in ctx.remotes],
             "env": {str(k): str(v) for k, v in (plain(self._templar.template(
                 task_vars.get("flodl_prebuild_env", {}))) or {}).items()},

@@ -12,6 +12,8 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -51,9 +53,10 @@ class ActionModule(ActionBase):
         env.update({str(k): str(v) for k, v in added.items()})
         stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
-            os.makedirs(log_dir, exist_ok=True)
+            os.makedirs(log_dir, mode=0o750, exist_ok=True)
             log_path = os.path.join(log_dir, f"launch-{stamp}-{os.getpid()}.log")
-            log = open(log_path, "ab", buffering=0)  # noqa: SIM115  (closed below)
+            # Not world-readable (rank output may hold secrets); never through a planted symlink.
+            log = LogSink(open_log(log_path, binary=True), log_path, display.warning)
         except OSError as exc:
             result.update(failed=True, msg=f"cannot create the launch log under {log_dir}: {exc}")
             return result
@@ -66,6 +69,8 @@ class ActionModule(ActionBase):
             log.close()
         rc = outcome.rc
         result.update(changed=True, rc=rc, log_file=log_path, seconds=outcome.seconds, stdout_tail=outcome.tail)
+        if log.failed:
+            result["log_error"] = f"{log.error}: the log stopped early, the run was not affected"
         if outcome.interrupted is not None:
             name = signal_name(outcome.interrupted)
             result.update(failed=True, interrupted=name, msg=(

@@ -144,12 +144,13 @@ def create_exclusive(directory: str, name: str, data: bytes | str, mode: int = 0
         os.close(dfd)
 
 
-def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False) -> IO[Any]:
+def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False, binary: bool = False) -> IO[Any]:
     """Open ``path`` for appending (and reading back), never through a link; text, UTF-8.
 
     Created with ``mode`` (default 0640); an existing log loses any world permission bits. A
     symlink, a hard-linked file or a non-regular file (a FIFO would block) is refused.
-    ``truncate`` empties the file only after those checks.
+    ``truncate`` empties the file only after those checks. ``binary`` gives an unbuffered
+    byte stream (the launch log copies the command's raw output).
     """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK
     try:
@@ -169,6 +170,8 @@ def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False) -> IO[A
             os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o007)
         if truncate:
             os.ftruncate(fd, 0)
+        if binary:
+            return os.fdopen(fd, "ab+", buffering=0)
         return os.fdopen(fd, "a+", encoding="utf-8", errors="replace")
     except BaseException:
         os.close(fd)
