@@ -175,8 +175,6 @@ def test_ee_ssh_config_checks_host_keys_strictly(tmp_path: Path) -> None:
 
 
 def test_galaxy_importer_accepts_the_tarball(tarball: Path, tmp_path: Path) -> None:
-    need(shutil.which("galaxy-importer") is not None or (Path(sys.executable).parent / "python").exists(),
-         "galaxy-importer")
     try:
         import galaxy_importer  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
     except ImportError:
@@ -240,8 +238,9 @@ def test_survey_spec_is_valid_awx() -> None:
             assert q["default"] in q["choices"], where
         if q["type"] in {"text", "textarea"}:
             assert isinstance(q["default"], str), where
-            assert q["min"] <= len(q["default"]) or not q["required"] or q["default"] == "", where
             assert len(q["default"]) <= q["max"], where
+            if q["default"]:
+                assert q["min"] <= len(q["default"]), where
         if q["type"] in {"integer", "float"}:
             number = int if q["type"] == "integer" else (int, float)
             # AWX refuses a numeric question whose default is not a number.
