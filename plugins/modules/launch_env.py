@@ -19,7 +19,7 @@ description:
     a successful prebuild, C(FLODL_NET_TIMEOUT_SCALE) after validation, and C(FLODL_TESTING_CLUSTER_JSON) when
     C(flodl_testing_cluster) is true.
   - Validates the whole run first (same rules as M(flodl.cluster.topology)); nothing is contacted when it is invalid.
-  - GPU counts of C(flodl_local_devices=all) workers come from the preflight result (C(flodl_preflight)); workers it
+  - GPU counts of C(flodl_local_devices=all) workers come from the preflight result (C(flodl_preflight_run)); workers it
     does not cover are counted by one parallel ssh sweep (the fdl-cli GPU script).
   - Recursion guard - when the controller environment already holds C(FLODL_INTERNAL_CLUSTER_JSON) or
     C(FLODL_INTERNAL_AGENT_JSON), nothing is prepared and the command runs plainly, with a warning.
@@ -34,7 +34,7 @@ description:
     every value in full and nothing is written.
 options:
   preflight:
-    description: The preflight result; defaults to the C(flodl_preflight) fact. Its C(hosts.<host>.gpus) are used.
+    description: The preflight result; defaults to the registered C(flodl_preflight_run). Its C(hosts.<host>.gpus) are used.
     type: raw
   prebuild_envelope:
     description:

@@ -83,7 +83,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 preflight:
-  description: Everything preflight found; the role stores it as the fact C(flodl_preflight).
+  description: Everything preflight found; the role registers it as C(flodl_preflight_run) and publishes it as the artifact C(flodl_preflight).
   returned: when the configuration is valid
   type: dict
   contains:

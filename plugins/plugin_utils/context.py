@@ -199,6 +199,8 @@ def build_context(
         problems[:0] = exc.problems
 
     scale_raw = var(task_vars, templar, "flodl_net_timeout_scale")
+    if isinstance(scale_raw, str) and not scale_raw.strip():
+        scale_raw = None  # a blank survey answer: unset (FLODL_NET_TIMEOUT_SCALE="" itself stays refused)
     scale_source = "flodl_net_timeout_scale"
     if scale_raw is None and ENV_NET_TIMEOUT_SCALE in os.environ:
         scale_raw = os.environ[ENV_NET_TIMEOUT_SCALE]

@@ -25,7 +25,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run
 
 # Registered by the prebuild role's build step.
 PREBUILD_RESULT_VAR = "flodl_prebuild_run"
-PREFLIGHT_RESULT_VAR = "flodl_preflight"
+PREFLIGHT_RESULT_VAR = "flodl_preflight_run"
 
 
 def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | None, str | None]:

@@ -325,10 +325,6 @@ def test_a_bad_survey_answer_is_refused_before_any_host(installed: Path, tmp_pat
     assert "flodl_net_timeout_scale" in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a blank optional survey answer arrives as '' and should mean unset; the collection still validates "
-    "'' as a number (plugins/plugin_utils/context.py). The survey therefore requires this answer (default "
-    "'1'). Remove this mark when blank means unset."))
 def test_blank_net_timeout_scale_means_unset(installed: Path, tmp_path: Path) -> None:
     proc = run_topology(installed, tmp_path, survey_answers(flodl_net_timeout_scale=""))
     assert proc.returncode == 0, proc.stdout
