@@ -144,7 +144,16 @@ def test_net_scale_variable_beats_env(monkeypatch):
     assert build_context(task_vars(flodl_net_timeout_scale="4"), None, ["launch"]).net_timeout_scale == "4"
 
 
-@pytest.mark.parametrize("bad", ["0.05", "inf", "1_0", "", "abc"])
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_blank_net_scale_variable_is_unset(blank, monkeypatch):
+    # A survey leaves an optional answer as "": that means unset, not a bad number.
+    assert build_context(task_vars(flodl_net_timeout_scale=blank), None, ["preflight"]).net_timeout_scale is None
+    monkeypatch.setenv("FLODL_NET_TIMEOUT_SCALE", "")
+    (msg,) = problems(task_vars(), ["preflight"])
+    assert msg.startswith("controller: controller environment FLODL_NET_TIMEOUT_SCALE:")
+
+
+@pytest.mark.parametrize("bad", ["0.05", "inf", "1_0", "abc"])
 def test_bad_net_scale_variable(bad):
     (msg,) = problems(task_vars(flodl_net_timeout_scale=bad), ["preflight"])
     assert msg.startswith("controller: flodl_net_timeout_scale: FLODL_NET_TIMEOUT_SCALE=")
