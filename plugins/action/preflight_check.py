@@ -14,7 +14,13 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run, ssh_block_of
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
+    PHASES,
+    fail_result,
+    read_run,
+    run_lock_enabled,
+    ssh_block_of,
+)
 
 display = Display()
 
@@ -51,8 +57,9 @@ class ActionModule(ActionBase):
             else:
                 target = {"host": ctx.build_host, "ssh": ssh_block_of(self, task_vars, ctx.build_host)}
                 build_argv = probe_argv(target, "uname -m", ctx.project_root)
+        live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                            timeout=args["timeout"], max_parallel=args["max_parallel"])
+                            timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live)
         controller, reports = found["controller"], found["hosts"]
         ordered = [controller, *reports.values()]
         totals = pf.collect(ordered)

@@ -4,11 +4,17 @@
 """Validate the run and return its topology, on the controller only."""
 from __future__ import annotations
 
+import os
+
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run, run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import take_lock
+
+display = Display()
 
 
 class ActionModule(ActionBase):
@@ -28,12 +34,22 @@ class ActionModule(ActionBase):
                     "choices": list(PHASES),
                     "default": ["preflight", "prebuild", "launch"],
                 },
+                "lock": {"type": "bool", "default": False},
             }
         )
+        task_vars = task_vars or {}
         try:
-            ctx = read_run(self, task_vars or {}, args["phases"])
+            ctx = read_run(self, task_vars, args["phases"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
+        locking = args["lock"] and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
+        if locking:
+            # Held by ansible-playbook itself (this worker's parent): it ends with the run, however it ends.
+            refusal, warnings = take_lock(ctx.project_dir, ctx.controller_identity, os.getppid())
+            for warning in warnings:
+                display.warning(warning)
+            if refusal:
+                return fail_result(result, [refusal], "another run of this project is live; nothing was started")
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.
@@ -41,5 +57,6 @@ class ActionModule(ActionBase):
             controller_identity=ctx.controller_identity,
             remote_hosts=[w["host"] for w in ctx.remotes],
             prebuild=ctx.prebuild,
+            run_lock=bool(locking),
         )
         return result

@@ -24,6 +24,15 @@ options:
     elements: str
     choices: [preflight, prebuild, launch, teardown]
     default: [preflight, prebuild, launch]
+  lock:
+    description:
+      - Take the project's run lock (C(<flodl_project_dir>/target/cluster/run.lock)) for this ansible-playbook run,
+        or fail at once, naming the holder, when another live run holds it. A second start would kill the first
+        run's ranks (the launcher's pre-spawn cleanup stops every process of the same binary).
+      - The holder is the ansible-playbook process, so the lock ends with it however it ends. Not taken in check
+        mode, nor when C(flodl_run_lock) is false (a deliberate replacement of a live run).
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Can run in check mode; it only reads the inventory.
@@ -43,6 +52,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+run_lock:
+  description: Whether this run took the project's run lock.
+  returned: success
+  type: bool
 cluster:
   description:
     - The validated C(cluster:) block, in flodl's key order, ranks not yet populated.

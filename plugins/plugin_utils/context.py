@@ -241,6 +241,9 @@ def build_context(
                     "the libtorch variant under <path>/libtorch/, e.g. precompiled/cu128 "
                     "(or set flodl_prebuild: false)"
                 )
+    lock_raw = var(task_vars, templar, "flodl_run_lock")
+    if lock_raw is not None and as_bool(lock_raw) is None:
+        problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
     all_workers = [name for name, _values in workers]
     play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
     problems += gang_problems(phases, all_workers, play_hosts)
@@ -361,3 +364,8 @@ def _str_env(env: Any) -> dict[str, str]:
     if not isinstance(env, Mapping):
         return {}
     return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
+    """``flodl_run_lock`` (default true): false starts a run even while another one is live."""
+    return as_bool(var(task_vars, templar, "flodl_run_lock", True)) is not False

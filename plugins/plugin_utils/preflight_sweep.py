@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
@@ -67,8 +69,14 @@ def sweep(
     build_host_argv: list[str] | None,
     timeout: float,
     max_parallel: int,
+    live_binaries: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Probe the play's workers (and the build host's arch when it is remote) in one parallel round."""
+    """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
+
+    ``live_binaries`` (host -> absolute rank binary) adds the run-lock check to the same probe: is
+    another run's rank already running there?
+    """
+    live_binaries = live_binaries or {}
     controller = controller_report(ctx)
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
@@ -77,6 +85,8 @@ def sweep(
             continue
         path, declared = effective_data_path(worker)
         script = pf.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
+        if worker["host"] in live_binaries:
+            script += "; " + runlock.running_script(live_binaries[worker["host"]])
         jobs[worker["host"]] = probe_argv(worker, pf.remote_command(script), ctx.project_root)
         plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
@@ -111,6 +121,10 @@ def sweep(
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
+        running = runlock.parse_running(res.stdout) if host in live_binaries and res.ok else None
+        if running:
+            report["errors"].append(runlock.refusal_message(ctx.project_dir, {host: running}))
+            report["status"] = pf.STATUS_ERROR
         reports[host] = report
     return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
 
@@ -118,3 +132,14 @@ def sweep(
 def connection_name(hostvars: Mapping[str, Any], templar: Any, host: str) -> str | None:
     raw = (hostvars.get(host) or {}).get("ansible_connection")
     return None if raw is None else str(templar.template(raw))
+
+
+def live_binaries(ctx: RunContext) -> dict[str, str]:
+    """Where a live run of this project would show: each remote worker's prebuilt rank binary."""
+    if not ctx.cmd:
+        return {}
+    return {
+        str(w["host"]): f"{str(w['path']).rstrip('/')}/{binary_subpath(str(w['host']), str(w['arch']), ctx.cmd)}"
+        for w in ctx.remotes
+        if w.get("arch")
+    }

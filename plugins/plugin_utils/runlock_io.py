@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Take the controller's run lock for this ansible-playbook run (policy in module_utils.runlock).
+
+The holder is the ansible-playbook process itself, so the lock ends with it,
+however it ends: a later run finds the pid gone and takes the lock over. No
+release task is needed, and a killed job never leaves a lock that blocks.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import time
+
+from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, create_exclusive
+
+LOCK_NAME = os.path.basename(runlock.LOCK_FILE_REL)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_capped(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        return os.read(fd, runlock.MAX_LOCK_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[str | None, list[str]]:
+    """(refusal message or None, warnings). On None the lock is ours."""
+    directory = join_root(project_dir, os.path.dirname(runlock.LOCK_FILE_REL))
+    os.makedirs(directory, exist_ok=True)
+    record = runlock.LockRecord(
+        run_id=runlock.new_run_id(), controller_host=controller_host, pid=holder_pid, started=time.time(),
+        project=project_dir, user=getpass.getuser() or "unknown",
+    )
+    if create_exclusive(directory, LOCK_NAME, record.to_json(), 0o644):
+        return None, []
+    path = os.path.join(directory, LOCK_NAME)
+    held, problem = runlock.parse_lock(_read_capped(path))
+    warnings: list[str] = []
+    if held is None:
+        warnings.append(f"run lock {path}: {problem}; taking it over")
+    else:
+        if held.pid == holder_pid and held.controller_host == controller_host:
+            return None, []  # this run already holds it (launch after cluster_train's first step)
+        stale = runlock.stale_reason(held, this_host=controller_host, now=time.time(),
+                                     pid_alive=_pid_alive(held.pid) if held.controller_host == controller_host else None)
+        if stale is None:
+            return runlock.refusal_message(project_dir, {}, held), []
+        warnings.append(f"run lock {path}: the previous holder's lock is stale ({stale}); taking it over")
+    atomic_write(directory, LOCK_NAME, record.to_json(), 0o644)
+    return None, warnings
