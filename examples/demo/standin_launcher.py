@@ -4,7 +4,7 @@
 flodl's real launcher lives inside the training binary (the Rust library's
 ``launcher::dispatch``) and needs libtorch and GPUs. This small stdlib script
 plays its part for the flodl.cluster demo and tests, following the launcher
-contract (flodl-contract.md §3f-§3h) closely enough to prove that the
+contract (docs/launcher-contract.md §3f-§3h) closely enough to prove that the
 environment flodl.cluster prepares is complete and correct:
 
 * reads ``FLODL_INTERNAL_FULL_CLUSTER_JSON`` (hex JSON topology),

@@ -3,12 +3,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read an fdl project's cluster configuration the way fdl-cli does.
 
-flodl-contract.md §2a-§2e: the base manifest (``fdl.yaml``/``fdl.yml``/
+docs/launcher-contract.md §2a-§2e: the base manifest (``fdl.yaml``/``fdl.yml``/
 ``fdl.json``), an environment overlay ``fdl.<env>.{yaml,yml,json}`` next to
 it, ``inherit-from:`` chains on both, a deep merge (maps merge, scalars and
 lists replace, ``null`` deletes) and a strict check of the merged
 ``cluster:`` block. :func:`inventory_from_cluster` maps the result onto the
-variables of the public interface (interface.md).
+variables of the public interface (docs/interface.md).
 
 Every problem raises :class:`FdlConfigError` whose message names the
 file(s), the key path, what was found and how to fix it.
@@ -40,7 +40,7 @@ OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"
 INHERIT_KEY = "inherit-from"
 
-# (fdl worker key, host variable) in interface.md order; required ones are
+# (fdl worker key, host variable) in docs/interface.md order; required ones are
 # always emitted, the rest only when the merged file sets them.
 _WORKER_VARS = (
     ("host", "flodl_host"),

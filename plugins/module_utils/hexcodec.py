@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Hex transport of JSON documents between fdl-cli and flodl's launcher (§1)."""
+"""Hex transport of JSON documents between fdl-cli and flodl's launcher (docs/launcher-contract.md §1)."""
 from __future__ import annotations
 
 import binascii

@@ -5,7 +5,7 @@
 
 fdl-cli's last job before the training command starts is to put the whole
 topology, the command name and a few helpers into its own environment
-(flodl-contract.md §1a, §3a step 6); the user binary inherits them and
+(docs/launcher-contract.md §1a, §3a step 6); the user binary inherits them and
 flodl's launcher fans out from there. Everything here is a function of its
 inputs: name resolution is injected (``Resolver``) so tests can pin it, and
 nothing touches the filesystem or the network.

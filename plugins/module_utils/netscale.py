@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""``FLODL_NET_TIMEOUT_SCALE`` validation, matching Rust ``f64::from_str`` (§1a)."""
+"""``FLODL_NET_TIMEOUT_SCALE`` validation, matching Rust ``f64::from_str`` (docs/launcher-contract.md §1a)."""
 from __future__ import annotations
 
 import math

@@ -4,7 +4,7 @@
 """Prebuild planning: one libtorch-linked binary per remote (host, variant).
 
 Pure functions only (no process, no filesystem): the plan, the exact command
-strings fdl-cli runs (flodl-contract.md §3a step 5), the environment of each
+strings fdl-cli runs (docs/launcher-contract.md §3a step 5), the environment of each
 build, the launcher's per-host envelope (§1a ``FLODL_INTERNAL_PREBUILD_PER_HOST``)
 and the text of a failure report. The ``cargo_prebuild`` module executes a
 plan on the build host.

@@ -5,7 +5,7 @@
 
 Pure functions only (no I/O): the action plugin ``flodl.cluster.preflight_check``
 runs the probe over ssh and feeds the raw output here. Behaviour follows
-fdl-cli's pre-flight host check (flodl-contract.md §3a step 4 and §7a):
+fdl-cli's pre-flight host check (docs/launcher-contract.md §3a step 4 and §7a):
 
 * a declared (explicit) data path that is missing is an error, the
   convention default ``/flodl/data`` missing is only a warning, a present
@@ -49,7 +49,7 @@ MARK_GPUS = "__FLODL_GPUS__"
 MARK_END = "__FLODL_END__"
 _SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
 
-# flodl-contract.md §7a, verbatim: prints "<nvidia> <amd>".
+# docs/launcher-contract.md §7a, verbatim: prints "<nvidia> <amd>".
 GPU_COUNT_SCRIPT = (
     "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
     "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Shell quoting exactly as flodl's two sides do it (flodl-contract.md §6)."""
+"""Shell quoting exactly as flodl's two sides do it (docs/launcher-contract.md §6)."""
 from __future__ import annotations
 
 import string

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """ssh exactly as flodl reaches its workers: the argv shapes.
 
-Probes and cleanups use flodl's own ssh argv (flodl-contract.md §7a, §3f)
+Probes and cleanups use flodl's own ssh argv (docs/launcher-contract.md §7a, §3f)
 rather than an Ansible connection per host: it is the path the launcher
 will take at fan-out, and a single parallel sweep costs one round trip per
 host instead of Ansible's per-task, per-host overhead.

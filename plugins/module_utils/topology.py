@@ -4,7 +4,7 @@
 """The cluster topology: built from inventory variables, validated as flodl
 validates it, ranks populated, serialised byte-for-byte as fdl-cli does.
 
-The dict shape is flodl's ``cluster:`` block (flodl-contract.md §2c), so the
+The dict shape is flodl's ``cluster:`` block (docs/launcher-contract.md §2c), so the
 same value validates here, ships to the launcher and round-trips through
 ``fdl.cluster.yml``. Errors name the inventory host and the ``flodl_*``
 variable an operator has to fix.
@@ -221,7 +221,7 @@ def populate_ranks(
 
 
 # --------------------------------------------------------------------------
-# serialisation (flodl-contract.md §2f)
+# serialisation (docs/launcher-contract.md §2f)
 # --------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""libtorch variant naming (flodl-contract.md §4)."""
+"""libtorch variant naming (docs/launcher-contract.md §4)."""
 from __future__ import annotations
 
 import re

@@ -12,7 +12,7 @@ short_description: Prepare the environment flodl's launcher reads
 version_added: "0.1.0"
 description:
   - Builds, on the controller, exactly the variables fdl-cli sets before it starts a cluster training command
-    (flodl launcher contract §1a) - C(FLODL_INTERNAL_FULL_CLUSTER_JSON) (controller host resolved, ranks populated,
+    (flodl docs/launcher-contract.md §1a) - C(FLODL_INTERNAL_FULL_CLUSTER_JSON) (controller host resolved, ranks populated,
     relative C(ssh.identity_file) made absolute as the launched command sees the project, pretty JSON, lowercase
     hex), C(FLODL_INTERNAL_FDL_CMD), C(FDL_ENV) when non-blank, C(FLODL_INTERNAL_HOST_USER) when known,
     C(FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS) when any worker has an address, C(FLODL_INTERNAL_PREBUILD_PER_HOST) after

@@ -11,7 +11,7 @@ module: orphan_cleanup
 short_description: Stop leftover rank processes of the prebuilt binary on every remote worker
 version_added: "0.1.0"
 description:
-  - flodl's orphan cleanup (launcher contract §3g) as an operator task, for example after an interrupted run.
+  - flodl's orphan cleanup (docs/launcher-contract.md §3g) as an operator task, for example after an interrupted run.
   - For every worker that is not the controller's own box and has a prebuilt binary - from the prebuild envelope
     (fact, else C(<project root>/target/cluster/prebuild-envelope.json)), or, without any envelope,
     C(target/cluster/<host>/<variant slug>/release/<flodl_cmd>) - one ssh with the launcher's argv runs

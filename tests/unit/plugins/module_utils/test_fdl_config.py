@@ -1,4 +1,4 @@
-"""Unit tests for the fdl config loader (flodl-contract.md §2a-§2e)."""
+"""Unit tests for the fdl config loader (docs/launcher-contract.md §2a-§2e)."""
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,4 @@
-"""Hex transport (flodl-contract.md §1)."""
+"""Hex transport (docs/launcher-contract.md §1)."""
 from __future__ import annotations
 
 import pytest

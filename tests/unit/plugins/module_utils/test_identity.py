@@ -1,4 +1,4 @@
-"""Controller identity (flodl-contract.md §1a FLODL_INTERNAL_HOST_USER, §1c FLODL_HOST_NAME)."""
+"""Controller identity (docs/launcher-contract.md §1a FLODL_INTERNAL_HOST_USER, §1c FLODL_HOST_NAME)."""
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,4 @@
-"""Unit tests for the launch environment (flodl-contract.md §1a, §2f, §3a.6, §5, §6)."""
+"""Unit tests for the launch environment (docs/launcher-contract.md §1a, §2f, §3a.6, §5, §6)."""
 from __future__ import annotations
 
 import json

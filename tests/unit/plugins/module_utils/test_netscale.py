@@ -1,4 +1,4 @@
-"""FLODL_NET_TIMEOUT_SCALE (flodl-contract.md §1a): Rust f64::from_str, finite, >= 0.1."""
+"""FLODL_NET_TIMEOUT_SCALE (docs/launcher-contract.md §1a): Rust f64::from_str, finite, >= 0.1."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Unit tests for the preflight policy (flodl-contract.md §3a step 4, §7a).
+"""Unit tests for the preflight policy (docs/launcher-contract.md §3a step 4, §7a).
 
 The first two sections port every fdl-cli test of ``check_remote_abi`` and
 ``check_remote_data_path``; the rest cover the probe script, its parser, the

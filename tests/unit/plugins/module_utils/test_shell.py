@@ -1,4 +1,4 @@
-"""posix_quote (fdl-cli) and always_quote (launcher), flodl-contract.md §6."""
+"""posix_quote (fdl-cli) and always_quote (launcher), docs/launcher-contract.md §6."""
 from __future__ import annotations
 
 import shlex

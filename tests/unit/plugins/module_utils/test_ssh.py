@@ -1,4 +1,4 @@
-"""ssh argv shapes (flodl-contract.md §7a, §3f) and the parallel runner."""
+"""ssh argv shapes (docs/launcher-contract.md §7a, §3f) and the parallel runner."""
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,4 @@
-"""Topology: inventory -> fdl cluster dict, validation, ranks, byte-exact JSON (flodl-contract.md §2c-§2f, §6)."""
+"""Topology: inventory -> fdl cluster dict, validation, ranks, byte-exact JSON (docs/launcher-contract.md §2c-§2f, §6)."""
 from __future__ import annotations
 
 import json

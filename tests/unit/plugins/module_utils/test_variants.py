@@ -1,4 +1,4 @@
-"""libtorch variant naming (flodl-contract.md §4) and ports of the seed's prebuild.rs tests."""
+"""libtorch variant naming (docs/launcher-contract.md §4) and ports of the seed's prebuild.rs tests."""
 from __future__ import annotations
 
 import pytest
