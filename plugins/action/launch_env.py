@@ -15,9 +15,18 @@ from ansible_collections.flodl.cluster.plugins.module_utils.identity import cont
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_lines
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, launch_docker, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
+    as_bool,
+    fail_result,
+    is_local_host,
+    launch_docker,
+    launch_ssh,
+    read_run,
+    var,
+)
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 
 display = Display()
@@ -38,6 +47,7 @@ class ActionModule(ActionBase):
             "preflight": {"type": "raw"}, "prebuild_envelope": {"type": "raw"}, "launch_docker": {"type": "raw"},
             "testing_cluster": {"type": "bool"}, "container_root": {"type": "str", "default": le.CONTAINER_ROOT},
             "log_dir": {"type": "str"}, "show_plan": {"type": "bool", "default": True},
+            "launch_host": {"type": "str", "default": "localhost"},
         })
         try:
             ctx = read_run(self, task_vars, ["launch"])
@@ -63,9 +73,16 @@ class ActionModule(ActionBase):
                 display.display("flodl launch: counted GPUs over ssh (no preflight result in this play)")
             envelope_text, envelope_source = launch_io.read_envelope(
                 ctx, args["prebuild_envelope"], var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
+        remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
+        host_user = controller_user(os.environ, run_for_output)
+        if remote is not None:
+            try:
+                host_user = launch_ssh(self, task_vars, remote).get("user") or host_user
+            except RemoteLaunchError as exc:
+                return fail_result(result, [f"controller: {exc}"])
         inputs = le.LaunchInputs(
             cluster=ctx.cluster, project_root=root, cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir, gpu_counts=counts,
-            controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=controller_user(os.environ, run_for_output),
+            controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
             launch_command=ctx.launch_command, docker_service=docker_service, container_root=args["container_root"],
             prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale,
             testing_cluster=bool(testing),
@@ -77,6 +94,11 @@ class ActionModule(ActionBase):
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
+        if remote is not None and le.is_compose_command(plan.command):
+            return fail_result(result, [
+                f"controller: the launch command runs docker compose, and flodl_launch_host is {remote}: a compose "
+                "launch on another host is not supported (its overlay file and compose project live where the play "
+                "runs); launch natively there (flodl_launch_docker: false) or run the play on that host"])
         warnings += plan.warnings
         env = dict(plan.env)
         missing = launch_io.services_missing(ctx.project_dir) if plan.overlay_path else []

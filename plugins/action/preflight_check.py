@@ -17,6 +17,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_swe
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
     fail_result,
+    launch_host_probe,
     read_run,
     run_lock_enabled,
     ssh_block_of,
@@ -58,8 +59,10 @@ class ActionModule(ActionBase):
                 target = {"host": ctx.build_host, "ssh": ssh_block_of(self, task_vars, ctx.build_host)}
                 build_argv = probe_argv(target, "uname -m", ctx.project_root)
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
+        launch_host = launch_host_probe(self, task_vars, ctx) if "launch" in phases else None
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                            timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live)
+                            timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
+                            launch_host=launch_host)
         controller, reports = found["controller"], found["hosts"]
         ordered = [controller, *reports.values()]
         totals = pf.collect(ordered)

@@ -13,7 +13,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -36,6 +38,7 @@ class ActionModule(ActionBase):
             "command": {"type": "str", "required": True}, "chdir": {"type": "path", "required": True},
             "env": {"type": "dict", "default": {}}, "log_dir": {"type": "path"},
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
+            "launch_host": {"type": "str", "default": "localhost"}
         })
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
@@ -46,11 +49,21 @@ class ActionModule(ActionBase):
             display.display(f"flodl launch: {msg}")
             result.update(changed=False, msg=msg)
             return result
-        if not os.path.isdir(chdir):
+        task_vars = task_vars or {}
+        remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
+        if remote is None and not os.path.isdir(chdir):
             result.update(failed=True, msg=f"the launch directory {chdir} does not exist on the controller")
             return result
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in added.items()})
+        argv, stdin_data = [args["shell"], "-c", command], None
+        if remote is not None:
+            try:
+                argv, stdin_data = remote_launch_argv(self, task_vars, remote, chdir, command, added, args)
+            except RemoteLaunchError as exc:
+                result.update(failed=True, msg=f"flodl launch on {remote}: {exc}")
+                return result
+            chdir = os.getcwd()  # ssh runs from here; the command runs in chdir on the launch host
         stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
             os.makedirs(log_dir, mode=0o750, exist_ok=True)
@@ -62,9 +75,9 @@ class ActionModule(ActionBase):
             return result
         try:
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
-            display.display(f"flodl launch: running `{command}` in {chdir} (log: {log_path})")
-            outcome = run_streamed([args["shell"], "-c", command], chdir, env, log, display.display,
-                                   float(args["grace_seconds"]))
+            where = f" on {remote}" if remote else ""
+            display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log_path})")
+            outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data)
         finally:
             log.close()
         rc = outcome.rc

@@ -52,6 +52,13 @@ options:
       - Set C(FLODL_TESTING_CLUSTER_JSON) (ranks from the controller's local GPU count), as fdl-cli does on every
         cluster run. Defaults to C(flodl_testing_cluster), else true.
     type: bool
+  launch_host:
+    description:
+      - Where the launch command will run (C(flodl_launch_host)). On another host than this one, the controller
+        user the launcher falls back to for workers without an ssh user is the one Ansible logs in with there,
+        and a C(docker compose) launch (whose overlay file is written here) is refused.
+    type: str
+    default: localhost
   container_root:
     description: Where the compose file mounts the project (the launcher's project root for a compose launch).
     type: str

@@ -40,6 +40,16 @@ options:
     description: Seconds between SIGTERM and SIGKILL when the run is interrupted.
     type: float
     default: 10
+  launch_host:
+    description:
+      - Inventory host where the command runs, reached with Ansible's connection for it (C(flodl_launch_host)).
+        C(localhost) (or a host on the local connection) runs it here.
+      - On another host the added variables travel on ssh's stdin (never in argv), O(chdir) is a directory on
+        that host, output streams back live, and closing the session (a cancel) makes that host stop the
+        command's whole session (TERM, then KILL after O(grace_seconds)).
+      - C(flodl_launch_forward_agent=true) forwards the job's ssh-agent there.
+    type: str
+    default: localhost
   shell:
     description: Shell used to run O(command).
     type: str

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,12 @@ from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
     NetScaleError,
     parse_net_timeout_scale,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
+    RemoteLaunchError,
+    env_payload,
+    reach_script,
+    wrapper_script,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     cargo_bin_problem,
@@ -38,6 +44,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
     derive_worker_ssh,
     worker_ssh_block,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
@@ -369,3 +376,52 @@ def _str_env(env: Any) -> dict[str, str]:
 def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
     """``flodl_run_lock`` (default true): false starts a run even while another one is live."""
     return as_bool(var(task_vars, templar, "flodl_run_lock", True)) is not False
+
+
+def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool:
+    """True for this machine: localhost, the controller's own name, or a host on the local connection."""
+    if name in LOCAL_HOSTS or name == socket.gethostname():
+        return True
+    raw = ((task_vars.get("hostvars") or {}).get(name) or {}).get("ansible_connection")
+    return raw is not None and str(templar.template(raw) if templar is not None else raw) == "local"
+
+
+def remote_launch_argv(
+    action: Any, task_vars: Mapping[str, Any], host: str, cwd: str, command: str,
+    added: Mapping[str, Any], args: Mapping[str, Any],
+) -> tuple[list[str], bytes]:
+    """(ssh argv, stdin) that run the launch command on inventory host ``host``, reached as Ansible reaches it."""
+    ssh = launch_ssh(action, task_vars, host)
+    script = wrapper_script(cwd, command, float(args["grace_seconds"]), args["shell"])
+    return probe_argv({"host": host, "ssh": ssh}, script), env_payload({str(k): str(v) for k, v in added.items()})
+
+
+def launch_host_of(task_vars: Mapping[str, Any], templar: Any) -> str | None:
+    """``flodl_launch_host`` when it is another machine than this one, else None."""
+    name = str(var(task_vars, templar, "flodl_launch_host", "localhost") or "localhost")
+    return None if is_local_host(name, task_vars, templar) else name
+
+
+def launch_ssh(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The ssh block for the launch host, with the job's agent forwarded when asked."""
+    if host not in (task_vars.get("hostvars") or {}):
+        raise RemoteLaunchError(f"flodl_launch_host {host!r} is not an inventory host; add it (and how to reach it)")
+    ssh = dict(ssh_block_of(action, task_vars, host))
+    if as_bool(var(task_vars, action._templar, "flodl_launch_forward_agent", False)):
+        # The launcher there reaches the workers with the job's own key (AWX machine credential, ssh-agent).
+        ssh["options"] = [*ssh.get("options", []), "ForwardAgent=yes"]
+    return ssh
+
+
+def launch_host_probe(action: Any, task_vars: Mapping[str, Any], ctx: RunContext) -> tuple[str, list[str]] | None:
+    """(launch host, argv) checking from the launch host that the launcher can reach every worker."""
+    host = launch_host_of(task_vars, action._templar)
+    if host is None:
+        return None
+    ssh = launch_ssh(action, task_vars, host)
+    argvs = {
+        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_root)
+        for w in ctx.remotes
+        if ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
+    }
+    return host, probe_argv({"host": host, "ssh": ssh}, reach_script(argvs))

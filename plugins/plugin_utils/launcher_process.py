@@ -72,6 +72,13 @@ def _watch_parent(parent: int, done: threading.Event) -> None:
             return
 
 
+def _close_quietly(stream: Any) -> None:
+    try:
+        stream.close()
+    except OSError:
+        pass  # the far side is already gone
+
+
 @dataclass
 class RunOutcome:
     rc: int
@@ -89,8 +96,14 @@ def run_streamed(
     log: Any,
     show: Callable[[str], None],
     grace: float,
+    stdin_data: bytes | None = None,
 ) -> RunOutcome:
-    """Run ``argv``; every output line goes to ``log`` (bytes) and to ``show``; stop cleanly on a signal."""
+    """Run ``argv``; every output line goes to ``log`` (bytes) and to ``show``; stop cleanly on a signal.
+
+    With ``stdin_data`` (a remote launch over ssh) the data is written and stdin kept open: closing it
+    is how the remote wrapper learns to stop its session, so a stop closes stdin first and gives the
+    far side the grace period (plus the way back) before ssh itself is stopped.
+    """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     interrupted: int | None = None
     stop_note = ""
@@ -107,11 +120,14 @@ def run_streamed(
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             previous[signum] = signal.signal(signum, on_signal)
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
         if proc.stdout is None:
             raise RuntimeError("no stdout pipe")
+        if stdin_data is not None and proc.stdin is not None:
+            proc.stdin.write(stdin_data)
+            proc.stdin.flush()
         for raw in iter(proc.stdout.readline, b""):
             log.write(raw)
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -123,7 +139,14 @@ def run_streamed(
         # Ignore repeats while stopping; the command gets its grace period.
         for signum in previous:
             signal.signal(signum, signal.SIG_IGN)
-        if proc is not None:
+        if proc is not None and proc.stdin is not None:
+            _close_quietly(proc.stdin)
+            try:
+                proc.wait(timeout=grace + 5)
+                stop_note = "the launch host stopped its session when stdin closed"
+            except subprocess.TimeoutExpired:
+                stop_note = stop_group(proc, grace)
+        elif proc is not None:
             stop_note = stop_group(proc, grace)
             rest = proc.stdout.read() if proc.stdout else b""
             if rest:
@@ -132,6 +155,8 @@ def run_streamed(
         rc = proc.returncode if proc is not None and proc.returncode is not None else -interrupted
     finally:
         done.set()
+        if proc is not None and proc.stdin is not None:
+            _close_quietly(proc.stdin)
         if proc is not None and proc.poll() is None:
             stop_group(proc, grace)
         log.write(f"# exit {proc.returncode if proc else 'not started'}\n".encode())

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
-from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils import remote_launch, runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
@@ -24,6 +24,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunCo
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
+LAUNCH_HOST_JOB = "\x00launch-host"
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -70,6 +71,7 @@ def sweep(
     timeout: float,
     max_parallel: int,
     live_binaries: Mapping[str, str] | None = None,
+    launch_host: tuple[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
@@ -77,6 +79,7 @@ def sweep(
     another run's rank already running there?
     """
     live_binaries = live_binaries or {}
+    launch_name, launch_argv = launch_host if launch_host else (None, None)
     controller = controller_report(ctx)
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
@@ -92,6 +95,8 @@ def sweep(
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
         jobs[BUILD_HOST_JOB] = build_host_argv
+    if launch_argv is not None:
+        jobs[LAUNCH_HOST_JOB] = launch_argv
     results = run_parallel(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
@@ -105,6 +110,14 @@ def sweep(
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
             )
 
+    reach: dict[str, tuple[int, str]] | None = None
+    if LAUNCH_HOST_JOB in results:
+        probe = results.pop(LAUNCH_HOST_JOB)
+        if probe.ok:
+            reach = remote_launch.parse_reach(probe.stdout)
+        else:
+            why = probe.error or pf.last_line(probe.stderr) or f"exit {probe.returncode}"
+            warnings.append(f"launch host {launch_name}: could not check that it reaches the workers ({why})")
     reports: dict[str, dict[str, Any]] = {}
     for worker in ctx.cluster["workers"]:
         host = worker["host"]
@@ -121,6 +134,10 @@ def sweep(
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
+        if reach is not None and host in reach and reach[host][0] != 0:
+            report["errors"].append(remote_launch.unreachable_from_launch_host(
+                str(launch_name), host, reach[host][0], reach[host][1], "ForwardAgent=yes" in launch_argv))
+            report["status"] = pf.STATUS_ERROR
         running = runlock.parse_running(res.stdout) if host in live_binaries and res.ok else None
         if running:
             report["errors"].append(runlock.refusal_message(ctx.project_dir, {host: running}))

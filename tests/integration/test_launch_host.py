@@ -1,0 +1,144 @@
+"""The launch on another inventory host (flodl_launch_host), on real namespace hosts.
+
+Under AWX the play's localhost is the job's container; the launcher belongs on the
+real controller box. Here h1 plays that box: the launcher must run there (its UTS
+namespace is h1's, not this machine's), with the same added environment bytes as a
+local launch, output streamed while it runs, its exit code returned, and a cancel
+must leave nothing running. The key sits on the shared filesystem ("keys present
+there"), since /tmp is private to each host.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from conftest import ansible_bin, run_ansible
+from test_launch import PLAYBOOKS, TWO_VARIANTS, copy_project, project_vars, rank_processes, worker_vars
+
+RECORD = """\
+import json, os, socket, sys
+with open(sys.argv[1], "w") as fh:
+    json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "host": socket.gethostname()}, fh)
+"""
+
+
+def _setup(cluster, shared: Path, tmp_path: Path, **group):
+    project = copy_project(shared / "proj")
+    (project / "record.py").write_text(RECORD)
+    key = shared / "keys" / "id"
+    key.parent.mkdir(mode=0o700)
+    shutil.copy(cluster.key_path, key)
+    os.chmod(key, 0o600)
+    host_vars = worker_vars(project, TWO_VARIANTS, {"h1": [0], "h2": [0], "h3": [0]})
+    for h in host_vars:
+        host_vars[h]["ansible_ssh_private_key_file"] = str(key)
+    inv = cluster.write_inventory(tmp_path / "inv.json", project_vars(project, cluster, **group), host_vars)
+    return project, inv
+
+
+def _added(record: dict, base: dict) -> dict:
+    """The variables the launch added: what the recorded env has beyond (or unlike) a plain shell's."""
+    return {k: v for k, v in record["env"].items() if k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_"))
+            and base.get(k) != v}
+
+
+def test_launcher_runs_on_the_launch_host_with_the_local_environment_bytes(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    cluster = cluster3
+    out_remote, out_local = netns_shared_dir / "remote.json", netns_shared_dir / "local.json"
+    project, inv = _setup(cluster, netns_shared_dir, tmp_path,
+                          flodl_launch_command=f"python3 record.py {out_remote} && python3 standin_launcher.py --epochs 1")
+    remote = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                                "-e", "flodl_launch_host=h1"])
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert "flodl launch: running `python3 record.py" in remote.stdout and " on h1 in " in remote.stdout
+    rec = json.loads(out_remote.read_text())
+    assert rec["host"] == "h1"  # ran on h1, not here
+    assert rec["cwd"] == str(project)
+    # The ranks' output came back through the launch host, live (the stand-in fans out from h1).
+    for host in ("h1", "h2", "h3"):
+        assert f"[standin-launcher] {host}: exited with status 0" in remote.stdout
+
+    local = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch",
+                                               "-e", f"flodl_launch_command='python3 record.py {out_local}'"])
+    assert local.returncode == 0, local.stdout + local.stderr
+    rec_local = json.loads(out_local.read_text())
+    assert rec_local["host"] != "h1"
+    plain = dict(os.environ)
+    remote_added, local_added = _added(rec, plain), _added(rec_local, plain)
+    assert "FLODL_INTERNAL_FULL_CLUSTER_JSON" in remote_added and "FLODL_INTERNAL_PREBUILD_PER_HOST" in remote_added
+    assert remote_added == local_added
+
+
+def test_exit_code_propagates_from_the_launch_host(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    _project, inv = _setup(cluster3, netns_shared_dir, tmp_path, flodl_launch_command="echo on-h1-$(hostname); exit 5")
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_host=h1"])
+    assert proc.returncode != 0
+    assert "on-h1-h1" in proc.stdout
+    assert "the launch command exited with code 5 (rc=5)" in proc.stdout
+
+
+def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
+                          flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
+                          flodl_launch_grace_seconds=3)
+    proc = subprocess.Popen(
+        [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"],
+        env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 150
+        while sum("sleeping 300s" in ln for ln in list(lines)) < 3:
+            assert proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "ranks never reported sleeping:\n" + "".join(lines)
+            time.sleep(0.2)
+        launchers = rank_processes("python3")
+        launchers = [(pid, cmd) for pid, cmd in launchers if "standin_launcher.py" in cmd]
+        assert launchers, "no stand-in launcher process"
+        me = os.readlink("/proc/self/ns/uts")
+        assert all(os.readlink(f"/proc/{pid}/ns/uts") != me for pid, _cmd in launchers), "launcher ran here"
+        proc.send_signal(signal.SIGTERM)  # what an AWX cancel sends first
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=5)
+    assert rc != 0, "".join(lines)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]:
+        time.sleep(0.2)
+    assert not [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]], "launcher survived the cancel"
+    td = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
+    assert td.returncode == 0
+    deadline = time.monotonic() + 5
+    while rank_processes(f"{project}/target/cluster/") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rank_processes(f"{project}/target/cluster/") == []
+
+
+def test_a_worker_the_launch_host_cannot_reach_fails_preflight(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path)
+    doc = json.loads(inv.read_text())
+    # h3's key only exists on this machine (/tmp is private to each host): the launcher on h1 could not use it.
+    doc["all"]["children"]["flodl_workers"]["hosts"]["h3"]["ansible_ssh_private_key_file"] = str(cluster3.key_path)
+    inv.write_text(json.dumps(doc))
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_host=h1"])
+    assert proc.returncode != 0
+    assert "fatal: [h3]" in proc.stdout
+    assert "flodl's launcher will run on h1 (flodl_launch_host) and fan out from there, but h1 cannot reach" in proc.stdout
+    assert "flodl_launch_forward_agent: true" in proc.stdout
+    assert "fatal: [h2]" not in proc.stdout
+    assert not list(project.glob("target/cluster/h*/*/release/train"))
