@@ -28,6 +28,11 @@ with open(sys.argv[1], "w") as fh:
 """
 
 
+# The launch host here is also a worker (h1); a controller box usually is not: name it apart, so the
+# stand-in reaches every worker over ssh (its local path would need cargo, absent on the hosts).
+STANDIN = "FLODL_HOST_NAME=launchbox python3 standin_launcher.py --epochs 1"
+
+
 def _setup(cluster, shared: Path, tmp_path: Path, **group):
     project = copy_project(shared / "proj")
     (project / "record.py").write_text(RECORD)
@@ -53,7 +58,7 @@ def test_launcher_runs_on_the_launch_host_with_the_local_environment_bytes(
     cluster = cluster3
     out_remote, out_local = netns_shared_dir / "remote.json", netns_shared_dir / "local.json"
     project, inv = _setup(cluster, netns_shared_dir, tmp_path,
-                          flodl_launch_command=f"python3 record.py {out_remote} && python3 standin_launcher.py --epochs 1")
+                          flodl_launch_command=f"python3 record.py {out_remote} && {STANDIN}")
     remote = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
                                                 "-e", "flodl_launch_host=h1"])
     assert remote.returncode == 0, remote.stdout + remote.stderr
@@ -88,7 +93,7 @@ def test_exit_code_propagates_from_the_launch_host(installed_collection, cluster
 def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, cluster3, netns_shared_dir, tmp_path):
     project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
                           flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
-                          flodl_launch_grace_seconds=3)
+                          flodl_launch_grace_seconds=3, flodl_launch_command=STANDIN)
     proc = subprocess.Popen(
         [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"],
         env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
