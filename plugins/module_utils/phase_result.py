@@ -10,10 +10,12 @@ AWX host summaries show every worker by name:
 
 - ``ok`` / ``changed``: the phase found nothing wrong on that host;
 - ``failed``: a definitive problem, with the host's own message;
-- ``unreachable``: the probe could not connect. Reported as Ansible's
-  UNREACHABLE on a task with ``ignore_unreachable``, so it is shown in red and
-  counted as ``ignored`` in the recap, yet does not stop the run (flodl's
-  stance: an unreachable host is a warning until the launcher needs it);
+- ``unreachable``: the probe could not connect. Reported as *skipped* with
+  the reason (and a warning naming the host): the host's checks were indeed
+  skipped, the recap and AWX count it apart from ok hosts, and the run goes
+  on (flodl's stance: an unreachable host is a warning until the launcher
+  needs it). Not Ansible's UNREACHABLE: with ``any_errors_fatal`` even an
+  ignored UNREACHABLE stops the play;
 - ``skipped``: the phase has nothing to do on that host (the controller's
   own box needs no build, a host outside ``--limit``).
 """
@@ -48,7 +50,8 @@ def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[st
     if status == "failed":
         out["failed"] = True
     elif status == "unreachable":
-        out["unreachable"] = True
+        out.update(skipped=True, flodl_unreachable=True, msg=f"UNREACHABLE for {phase}, its checks were skipped: "
+                   + out["msg"])
     elif status == "skipped":
         out["skipped"] = True
     return out

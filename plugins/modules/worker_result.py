@@ -14,9 +14,9 @@ description:
   - The phases of flodl.cluster run once on the controller, reaching every worker in one parallel sweep, and
     file one entry per inventory host. This module turns the entry of the host it runs for into that host's
     own task result, so that PLAY RECAP, ansible-runner events and AWX host summaries show every worker.
-  - An entry C(failed) fails the host with its own message; C(unreachable) reports the host as unreachable
-    (use C(ignore_unreachable) on the task to keep it in the play, as the roles do); C(skipped) skips it;
-    C(ok) and C(changed) pass.
+  - An entry C(failed) fails the host with its own message; C(unreachable) (the probe could not connect)
+    skips it with the reason, so the run goes on as flodl's does; C(skipped) skips it; C(ok) and C(changed)
+    pass.
   - Contacts no host.
 options:
   phase:
@@ -43,7 +43,6 @@ EXAMPLES = r"""
   flodl.cluster.worker_result:
     phase: preflight
     result: "{{ flodl_preflight_run }}"
-  ignore_unreachable: true
 """
 
 RETURN = r"""
