@@ -16,6 +16,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSi
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -38,7 +39,7 @@ class ActionModule(ActionBase):
             "command": {"type": "str", "required": True}, "chdir": {"type": "path", "required": True},
             "env": {"type": "dict", "default": {}}, "log_dir": {"type": "path"},
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
-            "launch_host": {"type": "str", "default": "localhost"}
+            "launch_host": {"type": "str", "default": "localhost"}, "detach": {"type": "bool", "default": False},
         })
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
@@ -50,6 +51,8 @@ class ActionModule(ActionBase):
             result.update(changed=False, msg=msg)
             return result
         task_vars = task_vars or {}
+        if args["detach"]:
+            return start_detached(self, task_vars, result, args, log_dir)
         remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
         if remote is None and not os.path.isdir(chdir):
             result.update(failed=True, msg=f"the launch directory {chdir} does not exist on the controller")

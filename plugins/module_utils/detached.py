@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Detached launches for runs of days: start, return a run id, follow with ``status``, stop with ``teardown``.
+
+The launch command starts in a session of its own on the launch host,
+detached from the play (``setsid``, output to its log file), and the play
+ends. A small record under ``<project>/target/cluster/runs/<run id>.json``
+on the controller side says where it runs (launch host, pid, log), for the
+``status`` and ``teardown`` playbooks. The record is never trusted: size
+capped, JSON, typed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import END_MARK
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
+
+FORMAT = "flodl-detached/1"
+RUNS_DIR_REL = "target/cluster/runs"
+MAX_RECORD_BYTES = 4096
+PID_MARK = "__FLODL_DETACHED_PID__"
+ALIVE_MARK = "__FLODL_ALIVE__"
+_RUN_ID = re.compile(r"[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class DetachedRun:
+    run_id: str
+    launch_host: str
+    pid: int
+    log: str
+    command: str
+    started: float
+
+    def to_json(self) -> str:
+        return json.dumps(dict(asdict(self), format=FORMAT), sort_keys=True) + "\n"
+
+
+def record_name(run_id: str) -> str:
+    if not _RUN_ID.fullmatch(run_id):
+        raise ValueError("a run id is 16 lowercase hex characters")
+    return f"{run_id}.json"
+
+
+def parse_record(data: bytes) -> tuple[DetachedRun | None, str | None]:
+    """``(run, None)`` or ``(None, problem)``; the problem gives type and size, never content."""
+    if len(data) > MAX_RECORD_BYTES:
+        return None, f"the run record is {len(data)} bytes, over {MAX_RECORD_BYTES}"
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, f"the run record ({len(data)} bytes) is not JSON"
+    if not isinstance(value, dict) or value.get("format") != FORMAT:
+        return None, "the file is not a flodl detached-run record"
+    pid, started = value.get("pid"), value.get("started")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
+        return None, "the run record's pid is not a positive integer"
+    if isinstance(started, bool) or not isinstance(started, (int, float)):
+        return None, "the run record's started is not a time"
+    for key in ("run_id", "launch_host", "log", "command"):
+        if not isinstance(value.get(key), str) or not value[key] or "\n" in value[key]:
+            return None, f"the run record's {key} is not a one-line string"
+    if not _RUN_ID.fullmatch(value["run_id"]):
+        return None, "the run record's run_id is not a run id"
+    return DetachedRun(value["run_id"], value["launch_host"], pid, value["log"], value["command"], float(started)), None
+
+
+def detach_script(cwd: str, command: str, log: str, shell: str = "/bin/sh") -> str:
+    """POSIX sh: read the env lines from stdin, start ``command`` detached in ``cwd``, print its pid."""
+    log_dir = log.rsplit("/", 1)[0] or "/"
+    return "\n".join([
+        f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {END_MARK} ] && break; "
+        'export "$__flodl_line"; done',
+        f"cd {always_quote(cwd)} || exit 97",
+        f"mkdir -p {always_quote(log_dir)} && umask 027 || exit 98",
+        f"setsid {always_quote(shell)} -c {always_quote(command)} </dev/null >>{always_quote(log)} 2>&1 &",
+        f"echo {PID_MARK}=$!",
+    ])
+
+
+def parse_pid(stdout: str) -> int | None:
+    for line in stdout.splitlines():
+        if line.startswith(PID_MARK + "="):
+            text = line.split("=", 1)[1].strip()
+            return int(text) if text.isdigit() else None
+    return None
+
+
+def status_script(pid: int, log: str, lines: int) -> str:
+    """POSIX sh: is the launcher's session alive, and the log's last ``lines`` lines."""
+    return (
+        f"if kill -0 {int(pid)} 2>/dev/null; then echo {ALIVE_MARK}=1; else echo {ALIVE_MARK}=0; fi; "
+        f"tail -n {max(1, int(lines))} {always_quote(log)} 2>/dev/null; true"
+    )
+
+
+def stop_script(pid: int, grace: float) -> str:
+    """POSIX sh: TERM the launcher's whole session, KILL what is left after ``grace`` seconds."""
+    pgid = int(pid)
+    return (
+        f"if kill -0 -{pgid} 2>/dev/null; then kill -TERM -{pgid} 2>/dev/null; "
+        f"i=0; while kill -0 -{pgid} 2>/dev/null && [ $i -lt {max(1, int(grace)) * 10} ]; do sleep 0.1; i=$((i+1)); done; "
+        f"kill -KILL -{pgid} 2>/dev/null; echo {ALIVE_MARK}=stopped; else echo {ALIVE_MARK}=0; fi"
+    )
+
+
+def parse_status(stdout: str) -> tuple[str | None, list[str]]:
+    """(alive marker value, the other lines: the log tail)."""
+    alive, rest = None, []
+    for line in stdout.splitlines():
+        if line.startswith(ALIVE_MARK + "=") and alive is None:
+            alive = line.split("=", 1)[1].strip()
+        else:
+            rest.append(line)
+    return alive, rest
+
+
+def latest(records: Mapping[str, DetachedRun]) -> DetachedRun | None:
+    """The most recently started run."""
+    return max(records.values(), key=lambda r: r.started, default=None)
+
+
+def new_record(run_id: str, launch_host: str, pid: int, log: str, command: str) -> DetachedRun:
+    return DetachedRun(run_id, launch_host, pid, log, command, time.time())
