@@ -338,3 +338,27 @@ def test_ssh_config_file_is_refused_before_contact(installed_collection, cluster
     assert "no host was contacted" in msg, msg
     assert "h1:" not in msg and "h3:" not in msg
     assert _connections(cluster) == {"h1": 0, "h2": 0, "h3": 0}
+
+
+def test_unreachable_worker_only_warns_and_the_run_goes_on(
+    installed_collection, netns_cluster_factory: Callable[..., Cluster], netns_shared_dir, tmp_path
+):
+    """docs/architecture.md: an unreachable probe is UNREACHABLE (counted ``ignored``) and the run goes on."""
+    paths = _layout(netns_shared_dir)
+    cluster = netns_cluster_factory([HostSpec("h1"), HostSpec("h2"), HostSpec("h3", unreachable=True)],
+                                    shared_root=netns_shared_dir)
+    group, hosts = _vars(cluster, paths)
+    inv = cluster.write_inventory(tmp_path / "inv.json", group, hosts)
+    proc = _play(installed_collection, inv, "cluster_train", "--check")
+
+    unreachable = results(proc.stdout, "UNREACHABLE")
+    assert sorted(unreachable) == ["h3"], unreachable
+    assert unreachable["h3"]["msg"].startswith("h3: preflight probe could not run")
+    assert results(proc.stdout) == {}
+    counts = recap(proc.stdout)
+    assert failed_in_recap(proc.stdout) == []
+    assert counts["h3"]["unreachable"] == 0 and counts["h3"]["ignored"] == 1, counts
+    # The run went on: prebuild planned every worker's build, the launch plan was printed, rc 0.
+    assert "Prebuild | Result of this worker" in proc.stdout, proc.stdout
+    assert "flodl launch plan (check mode" in proc.stdout
+    assert proc.returncode == 0
