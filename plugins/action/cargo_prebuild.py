@@ -10,12 +10,15 @@ run model (no Jinja in between) and files each worker's build.
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
 
 MODULE = "flodl.cluster.cargo_prebuild"
+
+display = Display()
 
 
 class ActionModule(ActionBase):
@@ -58,6 +61,9 @@ class ActionModule(ActionBase):
         }
         built = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
         result.update(built)
+        if built.get("summary"):
+            # The operator's view of every build (and, in check mode, the plan), as the other phases print theirs.
+            display.display("\n".join(str(line) for line in built["summary"]))
         if built.get("failed") and built.get("failed_hosts"):
             # Host builds failed: each of those workers fails with its own build below; the step stays ok.
             result.update(failed=False, builds_failed=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, ansible_bin, need, run_ansible
+from play_output import failed_in_recap, recap, task_results
 
 DEMO = REPO_ROOT / "examples" / "demo"
 PLAYBOOKS = "flodl.cluster"
@@ -281,6 +282,13 @@ def test_cluster_train_two_variants_then_a_failing_rank(installed_collection, cl
     assert f"[h1] ld_library_path={project}/libtorch/precompiled/cu128/lib\n" in out
     # the phases ran in order
     assert out.index("flodl preflight") < out.index("Prebuild | Build on the build host") < out.index("flodl launch plan")
+    # every worker reports each phase by name
+    for task in ("Preflight | Result of this worker", "Prebuild | Result of this worker",
+                 "Launch | Result of this worker"):
+        per_worker = task_results(out, task)
+        assert sorted(per_worker) == ["h1", "h2", "h3"] and set(per_worker.values()) <= {"ok", "changed"}, (
+            task, per_worker)
+    assert failed_in_recap(out) == [] and sorted(recap(out)) == ["h1", "h2", "h3"]
 
     inv = cluster.write_inventory(
         tmp_path / "inv-fail.json",
@@ -328,8 +336,9 @@ def test_check_mode_prints_the_plan_and_runs_nothing(installed_collection, clust
     ("extra", "worker_env", "env", "expect"),
     [
         ({"flodl_cluster_env": {"CUDA_VISIBLE_DEVICES": "0"}}, None, {}, 'key "CUDA_VISIBLE_DEVICES" is reserved'),
-        ({}, {"FLODL_INTERNAL_LOCAL_RANK": "1"}, {}, 'host h2 (worker 1): flodl_env key "FLODL_INTERNAL_LOCAL_RANK" is reserved'),
-        ({}, {"FDL_ENV": "x"}, {}, 'flodl_env key "FDL_ENV" is reserved'),
+        ({}, {"FLODL_INTERNAL_LOCAL_RANK": "1"}, {},
+         'host h2 (worker 1): flodl_env["FLODL_INTERNAL_LOCAL_RANK"]: key "FLODL_INTERNAL_LOCAL_RANK" is reserved'),
+        ({}, {"FDL_ENV": "x"}, {}, 'host h2 (worker 1): flodl_env["FDL_ENV"]: key "FDL_ENV" is reserved'),
         ({}, None, {"FLODL_NET_TIMEOUT_SCALE": "0.05"}, "FLODL_NET_TIMEOUT_SCALE='0.05' is out of range"),
         ({"flodl_net_timeout_scale": "1_0"}, None, {}, "is not a number"),
     ],
@@ -440,8 +449,12 @@ def test_live_output_interrupt_and_teardown(installed_collection, cluster3, netn
     td = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
     assert td.returncode == 0
     for host in ("h1", "h2", "h3"):
-        assert f"{host}: clean — " in td.stdout or f"{host}: cleaned (" in td.stdout
-    assert left_after_interrupt == [] or "cleaned (" in td.stdout
+        assert f"  {host}: ok — nothing of " in td.stdout or f"  {host}: changed — stopped " in td.stdout
+    assert left_after_interrupt == [] or "changed — stopped " in td.stdout
+    # Every worker reports its own cleanup.
+    per_worker = task_results(td.stdout, "Result of this worker")
+    assert sorted(per_worker) == ["h1", "h2", "h3"] and set(per_worker.values()) <= {"ok", "changed"}, per_worker
+    assert failed_in_recap(td.stdout) == []
     deadline = time.monotonic() + 5
     while rank_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -478,13 +491,18 @@ def test_teardown_stops_orphans_and_warns_without_pkill(installed_collection, ne
 
     first = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
     assert first.returncode == 0
-    assert "h1: cleaned (1 stopped)" in first.stdout
-    assert "changed=1" in first.stdout
-    assert "pkill is not installed" in first.stdout + first.stderr and "h2" in first.stdout + first.stderr
+    assert f"  h1: changed — stopped 1 process(es) of {abs_bin}\n" in first.stdout
+    # h1 changed, h2 ok with a warning (no pkill there): neither fails.
+    assert task_results(first.stdout, "Result of this worker") == {"h1": "changed", "h2": "ok"}
+    assert failed_in_recap(first.stdout) == [] and recap(first.stdout)["h2"]["changed"] == 0
+    assert "[WARNING]: host h2: pkill is not installed" in first.stdout + first.stderr
+    assert "  h2: ok — host h2: pkill is not installed" in first.stdout
     assert rank_processes(str(abs_bin)) == []
     second = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
     assert second.returncode == 0
-    assert "changed=0" in second.stdout and "h1: clean" in second.stdout
+    assert all(c["changed"] == 0 for c in recap(second.stdout).values()), recap(second.stdout)
+    assert task_results(second.stdout, "Result of this worker") == {"h1": "ok", "h2": "ok"}
+    assert f"  h1: ok — nothing of {abs_bin} was running" in second.stdout
 
 
 # --------------------------------------------------------------------------- compose overlay

@@ -20,14 +20,16 @@ import pytest
 import yaml
 
 from conftest import need, run_ansible
+from play_output import failed_in_recap, recap, results, task_results
 
 CARGO = shutil.which("cargo") or "/root/.cargo/bin/cargo"
 CONTROLLER = "ctl"
 
 PLAYBOOK = """\
 - name: Prebuild, then a stand-in for the launch phase
-  hosts: localhost
+  hosts: flodl_workers
   gather_facts: false
+  any_errors_fatal: true
   tasks:
     - name: Run the phases
       block:
@@ -40,17 +42,20 @@ PLAYBOOK = """\
             content: "launched\\n"
             mode: "0644"
           check_mode: false
+          run_once: true
+          delegate_to: localhost
       always:
         - name: Record what the role returned
           ansible.builtin.copy:
             dest: "{{ result_file }}"
             mode: "0644"
             content: >-
-              {{ {'plan': prebuild_plan | default(None),
-                  'build': prebuild_build | default(None),
-                  'envelope': flodl_prebuild_envelope | default(None),
-                  'envelope_json': flodl_prebuild_envelope_json | default(None)} | to_json }}
+              {{ {'build': flodl_prebuild_run | default(None),
+                  'envelope': (flodl_prebuild_run | default({})).envelope | default(None),
+                  'envelope_json': (flodl_prebuild_run | default({})).envelope_json | default(None)} | to_json }}
           check_mode: false
+          run_once: true
+          delegate_to: localhost
 """
 
 
@@ -176,15 +181,15 @@ def assert_first_ran_alone(builds: list[dict[str, Any]]) -> None:
         assert ts(other["started"]) >= first_end, (first, other)
 
 
+BUILD_TASK = "Prebuild | Build on the build host (docker compose or cargo)"
+RESULT_TASK = "Prebuild | Result of this worker"
+
+
 def build_task_status(output: str) -> str:
-    """``ok``/``changed``/``fatal`` as the play output shows the build task."""
-    lines = output.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("TASK [flodl.cluster.prebuild : Build the binaries on the build host]"):
-            for follow in lines[i + 1 :]:
-                if follow.strip():
-                    return follow.split(":")[0]
-    raise AssertionError(f"no build task in:\n{output}")
+    """``ok``/``changed``/``fatal`` as the play output shows the (run-once) build task."""
+    found = task_results(output, BUILD_TASK)
+    assert len(found) == 1, f"the build step runs once, got {found}"
+    return next(iter(found.values()))
 
 
 FEATURE = {"precompiled/cu128": "cuda", "precompiled/rocm63": "rocm", "precompiled/cpu": "cpu"}
@@ -220,8 +225,13 @@ def test_native_three_hosts_two_variants_then_noop(cargo_available, installed_co
     build = run.build
     assert build["mode"] == "native"
     assert [b["host"] for b in build["builds"]] == ["h1", "h2", "h3"]  # h0 is the controller: skipped
-    assert run.data["plan"]["skipped_hosts"] == [CONTROLLER]  # by logical label
+    # Each worker reports its own build; h0 (the controller's own box) is skipped.
+    assert task_results(run.proc.stdout, RESULT_TASK) == {
+        "h0": "skipping", "h1": "changed", "h2": "changed", "h3": "changed"}
+    assert failed_in_recap(run.proc.stdout) == [] and recap(run.proc.stdout)["h0"]["skipped"] == 1
+    assert "h0" not in build["hosts"] and CONTROLLER not in build["hosts"]
     assert not (project / "target/cluster/h0").exists()
+    assert not (project / f"target/cluster/{CONTROLLER}").exists()
     assert_first_ran_alone(build["builds"])
     # The other two overlapped (parallel).
     b2, b3 = build["builds"][1:]
@@ -261,6 +271,7 @@ def test_native_three_hosts_two_variants_then_noop(cargo_available, installed_co
     assert again.build["changed"] is False
     assert [b["status"] for b in again.build["builds"]] == ["up to date"] * 3
     assert build_task_status(again.proc.stdout) == "ok"
+    assert task_results(again.proc.stdout, RESULT_TASK) == {"h0": "skipping", "h1": "ok", "h2": "ok", "h3": "ok"}
     assert {h: (project / run.data["envelope"][h]["bin"]).stat().st_mtime_ns for h in expected} == before
     assert again.data["envelope_json"] == expected_json
     print("native cold seconds:", [b["seconds"] for b in build["builds"]])
@@ -334,6 +345,19 @@ def test_native_failures_are_reported_together(cargo_available, installed_collec
     assert not stale.exists()
 
     build = run.build
+    # One fatal line per failing worker, each with its own build's problem; h2 built fine.
+    fails = {h: str(r["msg"]) for h, r in results(run.proc.stdout).items()}
+    assert sorted(fails) == ["h1", "h3"], fails
+    assert "precompiled/rocm63" in fails["h1"] and "cargo build --release --features rocm --bin train" in fails["h1"]
+    assert "rocm build broken on purpose" in fails["h1"]
+    assert "precompiled/cu999" in fails["h3"]
+    assert "h3" not in fails["h1"] and "h1" not in fails["h3"]
+    assert failed_in_recap(run.proc.stdout) == ["h1", "h3"]
+    assert task_results(run.proc.stdout, RESULT_TASK)["h2"] == "changed"
+    assert task_results(run.proc.stdout, RESULT_TASK)["h0"] == "skipping"
+    # The build step itself is not a failure; the registered result still carries the whole story.
+    assert build_task_status(run.proc.stdout) == "changed"
+    assert build["builds_failed"] is True
     msg = build["msg"]
     assert msg.startswith("flodl prebuild failed on 2 host(s): h1, h3 (1 other build(s) completed)"), msg
     assert build["failed_hosts"] == ["h1", "h3"]
@@ -357,6 +381,10 @@ def test_native_failures_are_reported_together(cargo_available, installed_collec
     assert "rocm build broken on purpose" in full_log and "# command: cargo build" in full_log
     # The operator sees the same message in the play output.
     assert "host h3, variant precompiled/cu999" in run.proc.stdout
+    assert "Launch stand-in" not in run.proc.stdout
+    # h3's own failure says why (its build never ran: the variant is missing on the build host).
+    assert f"libtorch variant not found on the build host: {project}/libtorch/precompiled/cu999/lib" in fails["h3"], (
+        fails["h3"])
 
 
 def test_check_mode_builds_nothing_and_shows_the_plan(cargo_available, installed_collection, demo_project, tmp_path):
@@ -386,6 +414,7 @@ def test_check_mode_builds_nothing_and_shows_the_plan(cargo_available, installed
     assert "would run in" in run.proc.stdout and "cargo build --release --features rocm --bin train" in run.proc.stdout
     # The planned envelope is available to the launch phase's check mode.
     assert sorted(run.data["envelope"]) == ["h1", "h2", "h3"]
+    assert task_results(run.proc.stdout, RESULT_TASK) == {"h0": "skipping", "h1": "ok", "h2": "ok", "h3": "ok"}
 
 
 def test_missing_arch_fails_before_any_build(installed_collection, demo_project, tmp_path):
@@ -393,8 +422,13 @@ def test_missing_arch_fails_before_any_build(installed_collection, demo_project,
     inv = write_inventory(tmp_path, project, [("h1", "precompiled/cu128"), ("h2", None)])
     run = run_prebuild(installed_collection, tmp_path, inv)
     assert run.proc.returncode != 0
-    assert "no host was contacted" in run.output and "h2" in run.output and "flodl_arch" in run.output
-    assert run.build == {}
+    # The run-once step fails as a whole, before any build or worker result.
+    fails = results(run.proc.stdout)
+    assert len(fails) == 1, fails
+    msg = str(next(iter(fails.values()))["msg"])
+    assert "no host was contacted" in msg and "h2" in msg and "flodl_arch" in msg
+    assert "builds" not in run.build and "hosts" not in run.build
+    assert RESULT_TASK not in run.proc.stdout and not run.launched
     assert not (project / "target").exists()
 
 
@@ -403,7 +437,10 @@ def test_prebuild_disabled_skips_everything(installed_collection, demo_project, 
     inv = write_inventory(tmp_path, project, [("h1", None)], flodl_prebuild=False)
     run = run_prebuild(installed_collection, tmp_path, inv)
     assert run.proc.returncode == 0, run.output
-    assert run.launched and run.build.get("skipped") is True and run.data["envelope"] is None
+    assert run.launched and run.build.get("skipped") is True
+    assert "builds" not in run.build and run.data["envelope"] == {} and run.data["envelope_json"] == ""
+    assert task_results(run.proc.stdout, RESULT_TASK) == {"h0": "skipping", "h1": "skipping"}
+    assert not (project / "target").exists()
 
 
 def test_collection_playbook_writes_envelope_file(cargo_available, installed_collection, demo_project, tmp_path):
@@ -461,6 +498,7 @@ def test_docker_three_hosts_two_variants_then_noop(docker_engine, installed_coll
     again = run_prebuild(installed_collection, tmp_path, inv)
     assert again.proc.returncode == 0, again.output
     assert again.build["changed"] is False and build_task_status(again.proc.stdout) == "ok"
+    assert task_results(again.proc.stdout, RESULT_TASK) == {"h0": "skipping", "h1": "ok", "h2": "ok", "h3": "ok"}
     print("docker cold seconds:", [b["seconds"] for b in build["builds"]])
     print("docker no-op seconds:", [b["seconds"] for b in again.build["builds"]])
 
@@ -478,6 +516,10 @@ def test_docker_dedupe_and_failures(docker_engine, installed_collection, demo_pr
     run = run_prebuild(installed_collection, tmp_path, inv)
     assert run.proc.returncode != 0 and not run.launched
     build = run.build
+    fails = {h: str(r["msg"]) for h, r in results(run.proc.stdout).items()}
+    assert sorted(fails) == ["h3", "h4"], fails
+    assert "rocm build broken on purpose" in fails["h3"] and "precompiled/cu999" in fails["h4"], fails
+    assert failed_in_recap(run.proc.stdout) == ["h3", "h4"]
     assert build["failed_hosts"] == ["h3", "h4"]
     assert [b["host"] for b in build["builds"]] == ["h1", "h3", "h4"]
     assert_first_ran_alone(build["builds"][:2])
@@ -489,6 +531,8 @@ def test_docker_dedupe_and_failures(docker_engine, installed_collection, demo_pr
         fields = run_binary(project, f"target/cluster/{host}/precompiled-cu128/release/train", host)
         assert fields["variant"] == "precompiled/cu128" and fields["features"] == "cuda"
     assert build["hosts"]["h2"]["status"] == "linked"
+    # h4's own failure says why (its build never ran: the variant is missing on the build host).
+    assert "libtorch variant not found" in fails["h4"], fails["h4"]
 
 
 def test_controller_only_cluster_builds_nothing(installed_collection, demo_project, tmp_path):
@@ -501,7 +545,7 @@ def test_controller_only_cluster_builds_nothing(installed_collection, demo_proje
     run = run_prebuild(installed_collection, tmp_path, inv)
     assert run.proc.returncode == 0, run.output
     assert run.launched
-    assert run.data["plan"]["workers"] == [] and run.data["plan"]["skipped_hosts"] == [CONTROLLER]
+    assert task_results(run.proc.stdout, RESULT_TASK) == {"h0": "skipping"}
     assert run.build["builds"] == [] and run.build["changed"] is True  # the stale file was removed
     assert run.data["envelope"] == {} and run.data["envelope_json"] == ""
     assert not stale.exists()

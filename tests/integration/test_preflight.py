@@ -3,7 +3,8 @@
 Every test runs ``ansible-playbook flodl.cluster.preflight`` (the playbook
 shipped in the collection tarball) against hosts made by
 tests/harness/netns_cluster.py, and reads what an operator would read: the
-exit status, the single failure message, the summary and the warnings. The
+exit status, each failing worker's own ``fatal:`` line, the PLAY RECAP per host,
+the summary and the warnings. The
 hosts' sshd logs prove how many connections preflight made.
 """
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Any
 
 import pytest
 from conftest import Collection, run_ansible
+from play_output import failed_in_recap as _failed_in_recap
+from play_output import recap as _recap
+from play_output import results as _results
 from netns_cluster import Cluster, HostSpec
 
 PLAYBOOK = "flodl.cluster.preflight"
@@ -75,35 +79,17 @@ def _play(collection: Collection, inventory: Path, *extra: str, env: dict[str, s
 
 def _failures(stdout: str) -> list[Any]:
     """Every ``fatal: [...]: FAILED! => {...}`` result in the output, parsed."""
-    out = []
-    for line in stdout.splitlines():
-        m = re.match(r"fatal: \[[^\]]+\]: FAILED! => (\{.*\})\s*$", line)
-        if m:
-            out.append(json.loads(m.group(1)))
-    return out
+    return list(_results(stdout).values())
 
 
-def _failure_lines(proc) -> list[str]:
-    fails = _failures(proc.stdout)
-    assert len(fails) == 1, f"expected exactly one failure, got {len(fails)}"
-    msg = fails[0]["msg"]
-    return msg if isinstance(msg, list) else str(msg).splitlines()
-
-
-def _host_lines(lines: list[str]) -> dict[str, str]:
-    """Failing-host lines before the warnings block, keyed by host."""
-    out: dict[str, str] = {}
-    for line in lines[1:]:
-        if line.startswith("warnings"):
-            break
-        host, dummy, rest = line.strip().partition(": ")
-        out[host] = rest
-    return out
-
-
-def _warnings_block(lines: list[str]) -> str:
-    text = "\n".join(lines)
-    return text.split("warnings (not fatal):", 1)[1] if "warnings (not fatal):" in text else ""
+def _host_failures(proc) -> dict[str, str]:
+    """Each failing worker's own message, keyed by host: one fatal line per host, naming that host only."""
+    fails = {host: str(r["msg"]) for host, r in _results(proc.stdout).items()}
+    for host, msg in fails.items():
+        assert msg.startswith(f"{host}: "), f"{host}'s failure is not its own: {msg}"
+        others = [o for o in fails if o != host and re.search(rf"\b{o}\b", msg)]
+        assert not others, f"{host}'s message also names {others}: {msg}"
+    return fails
 
 
 def _summary(stdout: str) -> dict[str, str]:
@@ -137,7 +123,7 @@ def cluster5(netns_cluster_factory: Callable[..., Cluster], netns_shared_dir: Pa
     return cluster, paths
 
 
-def test_five_hosts_fail_together_in_one_message(installed_collection, cluster5, tmp_path):
+def test_five_hosts_each_failing_host_fails_with_its_own_message(installed_collection, cluster5, tmp_path):
     if X86 != "x86_64":
         pytest.skip("the i686 personality only exists on x86_64 machines")
     cluster, paths = cluster5
@@ -145,16 +131,24 @@ def test_five_hosts_fail_together_in_one_message(installed_collection, cluster5,
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
 
-    lines = _failure_lines(proc)
-    assert "failed on 3 host(s)" in lines[0]
-    failing = _host_lines(lines)
-    assert sorted(failing) == ["h2", "h3", "h4"], lines
+    # one fatal line per failing worker, each with its own finding
+    failing = _host_failures(proc)
+    assert sorted(failing) == ["h2", "h3", "h4"], failing
     assert "arch mismatch" in failing["h2"] and "x86_64" in failing["h2"] and "i686" in failing["h2"]
     assert "musl" in failing["h3"]
     assert "declared data path" in failing["h4"] and str(paths["h4data"]) in failing["h4"]
-    warnings = _warnings_block(lines)
-    assert "h5:" in warnings and "h1:" not in warnings
-    assert "h1" not in failing and "h5" not in failing
+    # h5 could not be probed: shown UNREACHABLE with its own warning, yet not a failed host
+    unreachable = _results(proc.stdout, "UNREACHABLE")
+    assert sorted(unreachable) == ["h5"], unreachable
+    assert unreachable["h5"]["msg"].startswith("h5: preflight probe could not run")
+    recap = _recap(proc.stdout)
+    assert sorted(recap) == ["h1", "h2", "h3", "h4", "h5"], recap
+    assert _failed_in_recap(proc.stdout) == ["h2", "h3", "h4"], recap
+    assert recap["h1"]["failed"] == 0 and recap["h1"]["ok"] >= 1 and recap["h1"]["ignored"] == 0
+    assert recap["h5"]["unreachable"] == 0 and recap["h5"]["ignored"] == 1, recap["h5"]
+    assert "ok: [h1]" in proc.stdout.split("Result of this worker", 1)[1]
+    err = proc.stderr + proc.stdout
+    assert "[WARNING]: h5:" in err and "[WARNING]: h1:" not in err
 
     summary = _summary(proc.stdout)
     assert summary["h1"].startswith("ok"), summary
@@ -182,10 +176,10 @@ def test_without_prebuild_abi_gate_is_skipped_data_path_kept(installed_collectio
     )
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    lines = _failure_lines(proc)
-    failing = _host_lines(lines)
-    assert sorted(failing) == ["h4"], lines
+    failing = _host_failures(proc)
+    assert sorted(failing) == ["h4"], failing
     assert "declared data path" in failing["h4"]
+    assert _failed_in_recap(proc.stdout) == ["h4"]
     summary = _summary(proc.stdout)
     assert summary["h2"].startswith("ok") and summary["h3"].startswith("ok"), summary
     assert "i686" not in summary["h2"] and "musl" not in summary["h3"]
@@ -197,9 +191,12 @@ def test_prebuild_false_as_extra_var_text(installed_collection, cluster5, tmp_pa
     cluster, paths = cluster5
     inv = _inventory(cluster, tmp_path, paths)
     proc = _play(installed_collection, inv, "-e", "flodl_prebuild=false")
-    assert proc.returncode == 0, proc.stdout
     summary = _summary(proc.stdout)
     assert summary["h2"].startswith("ok") and summary["h3"].startswith("ok")
+    assert _failures(proc.stdout) == [] and _failed_in_recap(proc.stdout) == []
+    # h5 is unreachable, which only warns: the run succeeds.
+    assert _recap(proc.stdout)["h5"]["ignored"] == 1
+    assert proc.returncode == 0, proc.stdout
 
 
 # --------------------------------------------------------------------------
@@ -221,9 +218,10 @@ def test_unreadable_data_path_as_non_root_is_an_error(
     inv = _inventory(cluster, tmp_path, paths, hosts={"h2": {"flodl_data_path": str(locked)}})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    failing = _host_lines(_failure_lines(proc))
+    failing = _host_failures(proc)
     assert sorted(failing) == ["h2"]
     assert "cannot read" in failing["h2"] and str(locked) in failing["h2"]
+    assert _failed_in_recap(proc.stdout) == ["h2"]
     assert _summary(proc.stdout)["h2"].startswith("error") and "unreadable" in _summary(proc.stdout)["h2"]
 
 
@@ -287,9 +285,10 @@ def test_all_devices_without_gpu_fails_naming_the_host(installed_collection, clu
     inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"}})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    failing = _host_lines(_failure_lines(proc))
+    failing = _host_failures(proc)
     assert sorted(failing) == ["h2"]
     assert "0 GPUs" in failing["h2"] and "all" in failing["h2"]
+    assert _failed_in_recap(proc.stdout) == ["h2"]
     assert "gpus 0 nvidia / 0 amd" in _summary(proc.stdout)["h2"]
     assert cluster3["h2"].connections() == 1, "the GPU count rides on the same round trip"
 
@@ -313,7 +312,9 @@ def test_check_mode_still_fails_on_an_error(installed_collection, cluster5, tmp_
     inv = _inventory(cluster, tmp_path, paths, hosts={"h4": {"flodl_data_path": str(paths["h4data"])}})
     proc = _play(installed_collection, inv, "--check")
     assert proc.returncode != 0
-    assert "h4" in _host_lines(_failure_lines(proc))
+    failing = _host_failures(proc)
+    assert "h4" in failing and "h1" not in failing
+    assert "h4" in _failed_in_recap(proc.stdout) and "h1" not in _failed_in_recap(proc.stdout)
 
 
 def test_arch_is_compared_with_the_build_host(
@@ -334,8 +335,10 @@ def test_arch_is_compared_with_the_build_host(
     inv.write_text(json.dumps(data))
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    failing = _host_lines(_failure_lines(proc))
+    failing = _host_failures(proc)
     assert sorted(failing) == ["h1"], failing
+    assert _failed_in_recap(proc.stdout) == ["h1"]
+    assert "b1" not in _recap(proc.stdout), "the build host is not a worker of the play"
     assert "compiles i686" in failing["h1"] and "x86_64" in failing["h1"]
     assert cluster["b1"].connections() == 1, "the build host's arch is read once, after validation"
 
@@ -345,8 +348,8 @@ def test_results_are_a_fact_for_later_phases(installed_collection, cluster3, tmp
     inv = _inventory(cluster3, tmp_path, paths, hosts={"h3": {"flodl_local_devices": "all"}})
     playbook = tmp_path / "consume.yml"
     playbook.write_text(
-        "- name: Preflight then read its fact\n"
-        "  hosts: localhost\n"
+        "- name: Preflight on the workers\n"
+        "  hosts: flodl_workers\n"
         "  gather_facts: false\n"
         "  tasks:\n"
         "    - name: Preflight\n"
@@ -355,18 +358,29 @@ def test_results_are_a_fact_for_later_phases(installed_collection, cluster3, tmp
         "          ansible.builtin.include_role:\n"
         "            name: flodl.cluster.preflight\n"
         "      rescue:\n"
-        "        - name: Show what the launch phase would read\n"
+        "        - name: Note the failed worker\n"
         "          ansible.builtin.debug:\n"
-        "            msg: \"GPUS={{ flodl_preflight.hosts['h3'].gpus.nvidia }},{{ flodl_preflight.hosts['h3'].gpus.amd }} "
-        "H1={{ flodl_preflight.hosts['h1'].status }} FAILED={{ flodl_preflight.failed_hosts | join(',') }}\"\n"
+        "            msg: \"RESCUED={{ inventory_hostname }}\"\n"
+        "- name: A later play reads the registered result\n"
+        "  hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Show what the launch phase would read\n"
+        "      ansible.builtin.debug:\n"
+        "        msg: \"GPUS={{ hostvars['h1'].flodl_preflight.hosts['h3'].gpus.nvidia }},"
+        "{{ hostvars['h1'].flodl_preflight.hosts['h3'].gpus.amd }} "
+        "H1={{ hostvars['h1'].flodl_preflight.hosts['h1'].status }} "
+        "FAILED={{ hostvars['h1'].flodl_preflight.failed_hosts | join(',') }} "
+        "H3SEES={{ hostvars['h3'].flodl_preflight.failed_hosts | join(',') }}\"\n"
     )
     proc = run_ansible(installed_collection, ["ansible-playbook", str(playbook), "-i", str(inv)])
     assert proc.returncode == 0, proc.stdout
-    m = re.search(r"GPUS=(\d+),(\d+) H1=(\w+) FAILED=([\w,]*)", proc.stdout)
+    m = re.search(r"GPUS=(\d+),(\d+) H1=(\w+) FAILED=([\w,]*) H3SEES=([\w,]*)", proc.stdout)
     assert m, proc.stdout
     assert (int(m.group(1)), int(m.group(2))) == (0, 0)
     assert m.group(3) == "ok"
-    assert m.group(4) == "h3"
+    assert m.group(4) == "h3" and m.group(5) == "h3", "every worker holds the one registered result"
+    assert re.findall(r"RESCUED=(\w+)", proc.stdout) == ["h3"]
 
 
 def test_controller_own_worker_is_not_probed(installed_collection, cluster3, tmp_path, netns_shared_dir):
@@ -378,7 +392,8 @@ def test_controller_own_worker_is_not_probed(installed_collection, cluster3, tmp
     summary = _summary(proc.stdout)
     assert "own box" in summary["h1"] and summary["h2"].startswith("ok")
     assert "controller h1: ok" in proc.stdout
-    assert "2 remote worker(s) probed" in proc.stdout
+    assert "flodl preflight (3 worker(s) of the play, build arch " in proc.stdout
+    assert "h1: ok — the controller's own box, no ssh" in proc.stdout
     assert cluster3["h1"].connections() == 0
     assert cluster3["h2"].connections() == 1 and cluster3["h3"].connections() == 1
 
@@ -391,6 +406,10 @@ def test_missing_declared_controller_data_path_is_an_error(
     inv = _inventory(cluster3, tmp_path, paths, group={"flodl_controller_data_path": str(gone)})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    lines = _failure_lines(proc)
+    # The controller is not a worker: its problem fails the run-once step itself, before any worker reports.
+    fails = _failures(proc.stdout)
+    assert len(fails) == 1, fails
+    lines = str(fails[0]["msg"]).splitlines()
     assert "failed on 1 host(s)" in lines[0]
     assert str(gone) in lines[1] and "declared data path" in lines[1]
+    assert "Result of this worker" not in proc.stdout
