@@ -50,7 +50,8 @@ def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[st
     if status == "failed":
         out["failed"] = True
     elif status == "unreachable":
-        out.update(skipped=True, flodl_unreachable=True, msg=f"UNREACHABLE for {phase}, its checks were skipped: "
+        # Shown with its reason even without -v (like debug), so the skip is never silent.
+        out.update(skipped=True, flodl_unreachable=True, _ansible_verbose_always=True, msg=f"UNREACHABLE for {phase}, its checks were skipped: "
                    + out["msg"])
     elif status == "skipped":
         out["skipped"] = True
@@ -96,8 +97,9 @@ def prebuild_entries(
         elif build is None:
             out[name] = entry("skipped", "no build ran for this host")
         elif host in failed or build.get("status") == "failed":
+            reason = (module_result.get("failures") or {}).get(host)
             tail = "\n".join(build.get("tail") or [])
-            out[name] = entry("failed", f"build for {build.get('arch')} failed: `{build.get('command')}`"
+            out[name] = entry("failed", reason or f"build for {build.get('arch')} failed: `{build.get('command')}`"
                               + (f"\n{tail}" if tail else ""), **build)
         else:
             status = "changed" if build.get("changed") else "ok"

@@ -273,6 +273,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     PrebuildPlan,
     envelope_json,
     exit_reason,
+    format_failure,
     format_failures,
     missing_variant_reason,
     plan_prebuild,
@@ -551,6 +552,7 @@ def main() -> None:
         result["summary"] = _summary(plan, hosts, check=True)
         if failures:
             result["failed_hosts"] = [h for h in order if h in failures]
+            result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
             module.fail_json(msg=format_failures([failures[h] for h in order if h in failures]), **result)
         envelope = plan.envelope()
         result.update(envelope=envelope, envelope_json=envelope_json(envelope) if envelope else "")
@@ -634,6 +636,7 @@ def main() -> None:
     result.update(builds=builds, hosts=hosts, summary=_summary(plan, hosts, check=False))
     if failures:
         result["failed_hosts"] = [h for h in order if h in failures]
+        result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
         result["changed"] = changed or previous_envelope is not None
         built = sum(1 for b in builds if b.get("status") in ("built", "up to date"))
         module.fail_json(msg=format_failures([failures[h] for h in order if h in failures], built), **result)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible import constants as C
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import connection_loader
 
@@ -21,6 +22,18 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import Resol
 
 SSH_NAMES = ("ssh", "ansible.builtin.ssh", "ansible.legacy.ssh", "smart")
 _ARG_OPTIONS = ("ssh_args", "ssh_common_args", "ssh_extra_args")
+
+
+def play_connection(task: Any) -> str:
+    """The play's connection (``-c``, the ``connection`` keyword), not the task's.
+
+    A delegated task's own ``connection`` is the delegate's (ansible-core 2.21 resolves it so), which
+    says nothing about how the workers are reached.
+    """
+    block = getattr(task, "_parent", None)
+    play = getattr(block, "_play", None)
+    value = getattr(play, "connection", None) if play is not None else None
+    return str(value or C.DEFAULT_TRANSPORT or "ssh")
 
 
 def _option(conn: Any, name: str) -> tuple[Any, str]:
@@ -34,7 +47,7 @@ def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cl
     """The connection options Ansible would use for the host whose variables are ``host_vars``."""
     host_templar = templar.copy_with_new_env(available_variables=host_vars)
     name = host_vars.get("ansible_connection")
-    name = str(host_templar.template(name)) if name is not None else str(task.connection or "ssh")
+    name = str(host_templar.template(name)) if name is not None else play_connection(task)
     if name not in SSH_NAMES:
         return ResolvedConnection(connection=name)
     conn = connection_loader.get("ssh", PlayContext(), None)

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 _RESULT_RE = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (\{.*\})\s*$")
+_SKIPPED_RE = re.compile(r"^skipping: \[([^\]]+)\] => (\{.*\})\s*$")
 _RECAP_RE = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$")
 
 
@@ -21,6 +22,16 @@ def results(stdout: str, kind: str = "FAILED") -> dict[str, dict[str, Any]]:
             host = m.group(1).split(" -> ")[0]
             assert host not in out, f"two {kind} results for {host}"
             out[host] = json.loads(m.group(3))
+    return out
+
+
+def skipped_with_reason(stdout: str) -> dict[str, dict[str, Any]]:
+    """Every ``skipping: [host] => {...}`` result that carries its reason (an unreachable probe), by host."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        m = _SKIPPED_RE.match(line)
+        if m:
+            out[m.group(1).split(" -> ")[0]] = json.loads(m.group(2))
     return out
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from conftest import REPO_ROOT, Collection, ansible_bin, run_ansible
 from netns_cluster import Cluster, HostSpec
-from play_output import failed_in_recap, recap, results, task_results
+from play_output import failed_in_recap, recap, results, skipped_with_reason, task_results
 
 DEMO = REPO_ROOT / "examples" / "demo"
 PREFLIGHT_RESULT = "Preflight | Result of this worker"
@@ -343,7 +343,7 @@ def test_ssh_config_file_is_refused_before_contact(installed_collection, cluster
 def test_unreachable_worker_only_warns_and_the_run_goes_on(
     installed_collection, netns_cluster_factory: Callable[..., Cluster], netns_shared_dir, tmp_path
 ):
-    """docs/architecture.md: an unreachable probe is UNREACHABLE (counted ``ignored``) and the run goes on."""
+    """docs/architecture.md: an unreachable probe skips the worker with its reason, and the run goes on."""
     paths = _layout(netns_shared_dir)
     cluster = netns_cluster_factory([HostSpec("h1"), HostSpec("h2"), HostSpec("h3", unreachable=True)],
                                     shared_root=netns_shared_dir)
@@ -351,13 +351,14 @@ def test_unreachable_worker_only_warns_and_the_run_goes_on(
     inv = cluster.write_inventory(tmp_path / "inv.json", group, hosts)
     proc = _play(installed_collection, inv, "cluster_train", "--check")
 
-    unreachable = results(proc.stdout, "UNREACHABLE")
+    assert results(proc.stdout, "UNREACHABLE") == {}
+    unreachable = skipped_with_reason(proc.stdout)
     assert sorted(unreachable) == ["h3"], unreachable
-    assert unreachable["h3"]["msg"].startswith("h3: preflight probe could not run")
+    assert "its checks were skipped: h3: preflight probe could not run" in unreachable["h3"]["msg"]
     assert results(proc.stdout) == {}
     counts = recap(proc.stdout)
     assert failed_in_recap(proc.stdout) == []
-    assert counts["h3"]["unreachable"] == 0 and counts["h3"]["ignored"] == 1, counts
+    assert counts["h3"]["unreachable"] == 0 and counts["h3"]["skipped"] >= 1, counts
     # The run went on: prebuild planned every worker's build, the launch plan was printed, rc 0.
     assert "Prebuild | Result of this worker" in proc.stdout, proc.stdout
     assert "flodl launch plan (check mode" in proc.stdout

@@ -21,6 +21,7 @@ from conftest import Collection, run_ansible
 from play_output import failed_in_recap as _failed_in_recap
 from play_output import recap as _recap
 from play_output import results as _results
+from play_output import skipped_with_reason
 from netns_cluster import Cluster, HostSpec
 
 PLAYBOOK = "flodl.cluster.preflight"
@@ -137,15 +138,17 @@ def test_five_hosts_each_failing_host_fails_with_its_own_message(installed_colle
     assert "arch mismatch" in failing["h2"] and "x86_64" in failing["h2"] and "i686" in failing["h2"]
     assert "musl" in failing["h3"]
     assert "declared data path" in failing["h4"] and str(paths["h4data"]) in failing["h4"]
-    # h5 could not be probed: shown UNREACHABLE with its own warning, yet not a failed host
-    unreachable = _results(proc.stdout, "UNREACHABLE")
+    # h5 could not be probed: skipped with its own reason and a warning, not a failed host
+    assert _results(proc.stdout, "UNREACHABLE") == {}
+    unreachable = skipped_with_reason(proc.stdout)
     assert sorted(unreachable) == ["h5"], unreachable
-    assert unreachable["h5"]["msg"].startswith("h5: preflight probe could not run")
+    assert unreachable["h5"]["msg"].startswith("UNREACHABLE for preflight, its checks were skipped: "
+                                               "h5: preflight probe could not run")
     recap = _recap(proc.stdout)
     assert sorted(recap) == ["h1", "h2", "h3", "h4", "h5"], recap
     assert _failed_in_recap(proc.stdout) == ["h2", "h3", "h4"], recap
-    assert recap["h1"]["failed"] == 0 and recap["h1"]["ok"] >= 1 and recap["h1"]["ignored"] == 0
-    assert recap["h5"]["unreachable"] == 0 and recap["h5"]["ignored"] == 1, recap["h5"]
+    assert recap["h1"]["failed"] == 0 and recap["h1"]["ok"] >= 1 and recap["h1"]["skipped"] == 0
+    assert recap["h5"]["unreachable"] == 0 and recap["h5"]["failed"] == 0 and recap["h5"]["skipped"] == 1, recap["h5"]
     assert "ok: [h1]" in proc.stdout.split("Result of this worker", 1)[1]
     err = proc.stderr + proc.stdout
     assert "[WARNING]: h5:" in err and "[WARNING]: h1:" not in err
@@ -195,7 +198,7 @@ def test_prebuild_false_as_extra_var_text(installed_collection, cluster5, tmp_pa
     assert summary["h2"].startswith("ok") and summary["h3"].startswith("ok")
     assert _failures(proc.stdout) == [] and _failed_in_recap(proc.stdout) == []
     # h5 is unreachable, which only warns: the run succeeds.
-    assert _recap(proc.stdout)["h5"]["ignored"] == 1
+    assert _recap(proc.stdout)["h5"]["skipped"] == 1
     assert proc.returncode == 0, proc.stdout
 
 
