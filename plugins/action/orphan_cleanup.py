@@ -17,6 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import stop_detached
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 
 display = Display()
@@ -34,6 +35,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _spec, args = self.validate_argument_spec(argument_spec={
             "prebuild_envelope": {"type": "raw"}, "timeout": {"type": "float", "default": 30.0},
+            "stop_launcher": {"type": "bool", "default": True},
         })
         try:
             ctx = read_run(self, task_vars, ["teardown"])
@@ -57,6 +59,9 @@ class ActionModule(ActionBase):
                              for h, (_w, b) in targets.items()})
             result.update(changed=False, per_host=per_host, envelope_source=source)
             return result
+        stopped = stop_detached(self, task_vars, ctx.project_dir) if args["stop_launcher"] else None
+        if stopped:
+            display.display(f"flodl teardown: {stopped}")
         user = controller_user(os.environ, run_for_output)
         jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_root)
                 for h, (w, b) in targets.items()}
@@ -71,6 +76,6 @@ class ActionModule(ActionBase):
         for warning in warnings:
             display.warning(warning)
         result.update(changed=any(e["status"] == "changed" for e in per_host.values()), per_host=per_host,
-                      envelope_source=source, summary=lines,
+                      envelope_source=source, summary=lines, launcher=stopped,
                       msg=f"orphan cleanup ran on {len(jobs)} host(s), {len(warnings)} warning(s)")
         return result

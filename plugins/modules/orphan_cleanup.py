@@ -28,6 +28,12 @@ options:
     description: Seconds allowed per host.
     type: float
     default: 30
+  stop_launcher:
+    description:
+      - First stop the launcher of the latest detached run (C(flodl_launch_detach)), if its session is still alive on
+        its launch host (TERM to the session, KILL after 10 s).
+    type: bool
+    default: true
 attributes:
   check_mode:
     description: Check mode shows what would be stopped and contacts no host.

@@ -50,6 +50,14 @@ options:
       - C(flodl_launch_forward_agent=true) forwards the job's ssh-agent there.
     type: str
     default: localhost
+  detach:
+    description:
+      - Start the command detached on the launch host (its own session, output appended to a log under
+        O(log_dir)), record it under C(<flodl_project_dir>/target/cluster/runs/<run id>.json) and return at once
+        with the run id, pid and log path. The run lock is not held by a detached run: the preflight probe of a
+        later run still finds its ranks on the workers.
+    type: bool
+    default: false
   shell:
     description: Shell used to run O(command).
     type: str

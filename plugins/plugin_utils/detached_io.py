@@ -110,3 +110,17 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
                       f"`ansible-playbook flodl.cluster.status -e flodl_run_id={run_id}`, stop it with "
                       "`ansible-playbook flodl.cluster.teardown`; log: " + log)
     return result
+
+
+def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str, grace: float = 10.0) -> str | None:
+    """Stop the latest detached run's launcher session, if one is recorded and alive; what happened."""
+    run, _why = find_run(project_dir, None)
+    if run is None:
+        return None
+    res = run_on(action, task_vars, run.launch_host, dt.stop_script(run.pid, grace), timeout=grace + 30)
+    alive, _rest = dt.parse_status(res.stdout) if res.ok else (None, [])
+    if alive == "stopped":
+        return f"stopped the launcher of detached run {run.run_id} on {run.launch_host} (pid {run.pid})"
+    if alive == "0":
+        return None
+    return f"could not stop the launcher of detached run {run.run_id} on {run.launch_host}: {res.error or res.returncode}"

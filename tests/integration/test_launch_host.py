@@ -147,3 +147,46 @@ def test_a_worker_the_launch_host_cannot_reach_fails_preflight(
     assert "flodl_launch_forward_agent: true" in proc.stdout
     assert "fatal: [h2]" not in proc.stdout
     assert not list(project.glob("target/cluster/h*/*/release/train"))
+
+
+def test_detached_run_then_status_then_teardown(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    import re
+
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
+                          flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
+                          flodl_launch_command=STANDIN, flodl_launch_grace_seconds=3)
+    start = time.monotonic()
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_host=h1", "-e", "flodl_launch_detach=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - start < 120
+    m = re.search(r"detached run ([0-9a-f]{16}) started on h1 \(pid (\d+)\)", proc.stdout)
+    assert m, proc.stdout
+    run_id = m.group(1)
+    record = json.loads((project / "target/cluster/runs" / f"{run_id}.json").read_text())
+    assert record["launch_host"] == "h1" and record["pid"] == int(m.group(2))
+    marker = f"{project}/target/cluster/"
+    deadline = time.monotonic() + 90
+    while len(rank_processes(marker)) < 3:
+        assert time.monotonic() < deadline, "the detached run never started its ranks"
+        time.sleep(0.5)
+
+    status = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.status",
+                                                "-e", f"flodl_run_id={run_id}"])
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"flodl run {run_id} on h1: launcher running" in status.stdout
+    assert "  | " in status.stdout  # a log tail
+    assert status.stdout.count("1 rank process(es) of ") == 3
+
+    td = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
+    assert td.returncode == 0, td.stdout + td.stderr
+    assert f"stopped the launcher of detached run {run_id} on h1" in td.stdout
+    deadline = time.monotonic() + 15
+    while (rank_processes(marker) or [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rank_processes(marker) == []
+    assert not [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]
+    after = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.status"])
+    assert f"flodl run {run_id} on h1: launcher ended" in after.stdout
+    assert after.stdout.count("0 rank process(es) of ") == 3

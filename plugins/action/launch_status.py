@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""State of a detached run: its launcher on the launch host, a log tail, and the ranks on each worker."""
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
+from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, run_on
+from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_sweep import live_binaries
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+    """Reads only: one ssh to the launch host, one to each worker of the play, all in parallel."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _spec, args = self.validate_argument_spec(argument_spec={
+            "run_id": {"type": "str"}, "lines": {"type": "int", "default": 20},
+        })
+        try:
+            ctx = read_run(self, task_vars, ["teardown"])
+        except TopologyError as exc:
+            return fail_result(result, exc.problems)
+        run, why = find_run(ctx.project_dir, args["run_id"] or None)
+        if run is None:
+            return fail_result(result, [f"controller: {why}"], "no detached run to report on")
+        launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run.pid, run.log, args["lines"]))
+        alive, tail = dt.parse_status(launcher.stdout) if launcher.ok else (None, [])
+        bins = {h: b for h, b in live_binaries(ctx).items() if ctx.in_play({"host": h})}
+        workers = {w["host"]: w for w in ctx.remotes}
+        jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_root)
+                for h, b in bins.items()}
+        per_host = {}
+        for host, res in run_parallel(jobs).items():
+            count = runlock.parse_running(res.stdout) if res.ok else None
+            name = ctx.inventory_names.get(host, host)
+            if count is None:
+                per_host[name] = entry("unreachable", f"could not ask {host} ({res.error or res.returncode})")
+            else:
+                per_host[name] = entry("ok", f"{count} rank process(es) of {bins[host]} running", running=count)
+        state = {"1": "running", "0": "ended"}.get(str(alive), f"unknown ({launcher.error or 'no answer'})")
+        display.display("\n".join([f"flodl run {run.run_id} on {run.launch_host}: launcher {state} "
+                                   f"(pid {run.pid}); log {run.log}", *[f"  | {line}" for line in tail]]))
+        result.update(changed=False, run_id=run.run_id, launch_host=run.launch_host, pid=run.pid, log_file=run.log,
+                      launcher=state, log_tail=tail, per_host=per_host,
+                      msg=f"run {run.run_id}: launcher {state}")
+        return result
