@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 _RESULT_RE = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (\{.*\})\s*$")
-_SKIPPED_RE = re.compile(r"^skipping: \[([^\]]+)\] => (\{.*\})\s*$")
 _RECAP_RE = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$")
 
 
@@ -28,10 +27,11 @@ def results(stdout: str, kind: str = "FAILED") -> dict[str, dict[str, Any]]:
 def skipped_with_reason(stdout: str) -> dict[str, dict[str, Any]]:
     """Every ``skipping: [host] => {...}`` result that carries its reason (an unreachable probe), by host."""
     out: dict[str, dict[str, Any]] = {}
-    for line in stdout.splitlines():
-        m = _SKIPPED_RE.match(line)
-        if m:
-            out[m.group(1).split(" -> ")[0]] = json.loads(m.group(2))
+    decoder = json.JSONDecoder()
+    # The default callback prints such a result as indented JSON over several lines.
+    for m in re.finditer(r"^skipping: \[([^\]]+)\] => ", stdout, re.M):
+        value, _end = decoder.raw_decode(stdout, m.end())
+        out[m.group(1).split(" -> ")[0]] = value
     return out
 
 

@@ -217,7 +217,7 @@ def test_ranks_refused(installed_collection, tmp_path):
     text = _failing(installed_collection, source)
     assert str(overlay) in text
     assert 'cluster.workers[2] ("gpu-b").ranks' in text
-    assert "not user configuration" in text and "Remove the key" in text
+    assert "not user configuration" in text and "; remove the key" in text
 
 
 def test_missing_overlay(installed_collection, tmp_path):

@@ -370,11 +370,11 @@ def test_results_are_a_fact_for_later_phases(installed_collection, cluster3, tmp
         "  tasks:\n"
         "    - name: Show what the launch phase would read\n"
         "      ansible.builtin.debug:\n"
-        "        msg: \"GPUS={{ hostvars['h1'].flodl_preflight.hosts['h3'].gpus.nvidia }},"
-        "{{ hostvars['h1'].flodl_preflight.hosts['h3'].gpus.amd }} "
-        "H1={{ hostvars['h1'].flodl_preflight.hosts['h1'].status }} "
-        "FAILED={{ hostvars['h1'].flodl_preflight.failed_hosts | join(',') }} "
-        "H3SEES={{ hostvars['h3'].flodl_preflight.failed_hosts | join(',') }}\"\n"
+        "        msg: \"GPUS={{ hostvars['h1'].flodl_preflight_run.hosts['h3'].gpus.nvidia }},"
+        "{{ hostvars['h1'].flodl_preflight_run.hosts['h3'].gpus.amd }} "
+        "H1={{ hostvars['h1'].flodl_preflight_run.hosts['h1'].status }} "
+        "FAILED={{ hostvars['h1'].flodl_preflight_run.failed_hosts | join(',') }} "
+        "H3SEES={{ hostvars['h3'].flodl_preflight_run.failed_hosts | join(',') }}\"\n"
     )
     proc = run_ansible(installed_collection, ["ansible-playbook", str(playbook), "-i", str(inv)])
     assert proc.returncode == 0, proc.stdout
