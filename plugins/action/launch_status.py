@@ -56,7 +56,8 @@ class ActionModule(ActionBase):
                 per_host[name] = entry("ok", f"{count} rank process(es) of {bins[host]} running", running=count)
         state = {"1": "running", "0": "ended"}.get(str(alive), f"unknown ({launcher.error or 'no answer'})")
         display.display("\n".join([f"flodl run {run.run_id} on {run.launch_host}: launcher {state} "
-                                   f"(pid {run.pid}); log {run.log}", *[f"  | {line}" for line in tail]]))
+                                   f"(pid {run.pid}); log {run.log}", *[f"  | {line}" for line in tail],
+                                   *[f"  {name}: {e['msg']}" for name, e in per_host.items()]]))
         result.update(changed=False, run_id=run.run_id, launch_host=run.launch_host, pid=run.pid, log_file=run.log,
                       launcher=state, log_tail=tail, per_host=per_host,
                       msg=f"run {run.run_id}: launcher {state}")

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ansible.utils.display import Display
+
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError, env_payload
@@ -105,10 +107,11 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
     project_dir = task_vars.get("flodl_project_dir") or task_vars.get("flodl_controller_path") or args["chdir"]
     record = write_record(str(action._templar.template(project_dir)), run)
     result.update(changed=True, detached=True, run_id=run_id, pid=pid, log_file=log, launch_host=host,
-                  record=record, rc=None,
+                  record=record,
                   msg=f"flodl launch: detached run {run_id} started on {host} (pid {pid}); follow it with "
                       f"`ansible-playbook flodl.cluster.status -e flodl_run_id={run_id}`, stop it with "
                       "`ansible-playbook flodl.cluster.teardown`; log: " + log)
+    Display().display(result["msg"])
     return result
 
 

@@ -33,6 +33,19 @@ with open(sys.argv[1], "w") as fh:
 STANDIN = "FLODL_HOST_NAME=launchbox python3 standin_launcher.py --epochs 1"
 
 
+def _launchers(project: Path) -> list[int]:
+    """Stand-in launcher processes of this test's project (others may run on the machine at the same time)."""
+    found = []
+    for pid, cmd in rank_processes("python3"):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if "standin_launcher.py" in cmd and cwd == str(project):
+            found.append(pid)
+    return found
+
+
 def _setup(cluster, shared: Path, tmp_path: Path, **group):
     project = copy_project(shared / "proj")
     (project / "record.py").write_text(RECORD)
@@ -107,11 +120,10 @@ def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, clus
             assert proc.poll() is None, "".join(lines)
             assert time.monotonic() < deadline, "ranks never reported sleeping:\n" + "".join(lines)
             time.sleep(0.2)
-        launchers = rank_processes("python3")
-        launchers = [(pid, cmd) for pid, cmd in launchers if "standin_launcher.py" in cmd]
+        launchers = _launchers(project)
         assert launchers, "no stand-in launcher process"
         me = os.readlink("/proc/self/ns/uts")
-        assert all(os.readlink(f"/proc/{pid}/ns/uts") != me for pid, _cmd in launchers), "launcher ran here"
+        assert all(os.readlink(f"/proc/{pid}/ns/uts") != me for pid in launchers), "launcher ran here"
         proc.send_signal(signal.SIGTERM)  # what an AWX cancel sends first
         rc = proc.wait(timeout=60)
     finally:
@@ -121,9 +133,9 @@ def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, clus
     reader.join(timeout=5)
     assert rc != 0, "".join(lines)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]:
+    while time.monotonic() < deadline and _launchers(project):
         time.sleep(0.2)
-    assert not [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]], "launcher survived the cancel"
+    assert not _launchers(project), "launcher survived the cancel"
     td = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.teardown"])
     assert td.returncode == 0
     deadline = time.monotonic() + 5
@@ -182,11 +194,10 @@ def test_detached_run_then_status_then_teardown(installed_collection, cluster3, 
     assert td.returncode == 0, td.stdout + td.stderr
     assert f"stopped the launcher of detached run {run_id} on h1" in td.stdout
     deadline = time.monotonic() + 15
-    while (rank_processes(marker) or [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]) \
-            and time.monotonic() < deadline:
+    while (rank_processes(marker) or _launchers(project)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert rank_processes(marker) == []
-    assert not [p for p in rank_processes("python3") if "standin_launcher.py" in p[1]]
+    assert not _launchers(project)
     after = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.status"])
     assert f"flodl run {run_id} on h1: launcher ended" in after.stdout
     assert after.stdout.count("0 rank process(es) of ") == 3
