@@ -54,7 +54,7 @@ options:
     description:
       - Start the command detached on the launch host (its own session, output appended to a log under
         O(log_dir)), record it under C(<flodl_project_dir>/target/cluster/runs/<run id>.json) and return at once
-        with the run id, pid and log path. The run lock is not held by a detached run: the preflight probe of a
+        with the run id, pid and log path. The run lock is not held by a detached run, but the preflight probe of a
         later run still finds its ranks on the workers.
     type: bool
     default: false

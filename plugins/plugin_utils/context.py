@@ -253,6 +253,9 @@ def build_context(
         problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
     all_workers = [name for name, _values in workers]
     play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
+    if task_vars.get("inventory_hostname", all_workers[0] if all_workers else None) not in all_workers:
+        # A play on another host (a runbook on localhost) cannot tell a limit: it speaks for every worker.
+        play_hosts = all_workers
     problems += gang_problems(phases, all_workers, play_hosts)
     build_host = str(var(task_vars, templar, "flodl_build_host", "localhost") or "localhost")
     if prebuild and build_host not in LOCAL_HOSTS and build_host not in (task_vars.get("hostvars") or {}):

@@ -284,3 +284,10 @@ def test_survey_strings_are_booleans_never_commands():
     assert build_context(task_vars(flodl_prebuild="False"), None, ["launch"]).prebuild is False
     (msg,) = problems(task_vars(flodl_prebuild="rm -rf /"), ["launch"])
     assert "flodl_prebuild must be true or false" in msg
+
+
+def test_a_play_on_another_host_speaks_for_every_worker():
+    # e.g. a runbook play on localhost calling flodl.cluster.topology: no limit can be told there.
+    ctx = build_context(task_vars(ansible_play_hosts_all=["localhost"], inventory_hostname="localhost"), None,
+                        ["prebuild"])
+    assert ctx.play_hosts == ["gpu-c", "ctl-box", "gpu-b"]
