@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Who and where the controller is (pure: the caller supplies the command runner) (docs/launcher-contract.md §1a ``FLODL_INTERNAL_HOST_USER``, §1c ``FLODL_HOST_NAME``)."""
+"""Who and where the controller is (pure: the caller supplies the command runner).
+
+See docs/launcher-contract.md §1a ``FLODL_INTERNAL_HOST_USER`` and §1c ``FLODL_HOST_NAME``.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

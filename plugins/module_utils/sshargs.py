@@ -103,7 +103,7 @@ def parse_ssh_args(text: str | None, setting: str) -> tuple[dict[str, Any], list
             if flag == "-o":
                 key, sep, val = value.partition("=")
                 if not sep:
-                    key, _, val = value.partition(" ")
+                    key, val = value.partition(" ")[::2]
                 if not key.strip() or not val.strip():
                     problems.append(f"{name}: -o {value!r}: {_WHY_REFUSED['-o']}")
                 else:
