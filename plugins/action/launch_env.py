@@ -13,7 +13,6 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_lines
-from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
@@ -54,7 +53,7 @@ class ActionModule(ActionBase):
             docker_service = launch_docker(args["launch_docker"], task_vars, self._templar, ctx)
         except TopologyError as exc:
             return fail_result(result, exc.problems)
-        check, root = bool(self._task.check_mode), ctx.project_root.rstrip("/") or "/"
+        check = bool(self._task.check_mode)
         log_dir = args["log_dir"] or le.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
         testing = args["testing_cluster"]
         if testing is None:
@@ -80,16 +79,10 @@ class ActionModule(ActionBase):
                 host_user = launch_ssh(self, task_vars, remote).get("user") or host_user
             except RemoteLaunchError as exc:
                 return fail_result(result, [f"controller: {exc}"])
-        inputs = le.LaunchInputs(
-            cluster=ctx.cluster, project_root=root, cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir, gpu_counts=counts,
-            controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
-            launch_command=ctx.launch_command, docker_service=docker_service, container_root=args["container_root"],
-            prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale,
-            testing_cluster=bool(testing),
-            local_gpu_counts=launch_io.local_gpu_counts() if testing and guard is None else None,
-            project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
-            libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
-        )
+        inputs = launch_io.launch_inputs(
+            ctx, gpu_counts=counts, host_user=host_user, docker_service=docker_service,
+            container_root=args["container_root"], envelope_text=envelope_text, testing=bool(testing),
+            guarded=guard is not None)
         try:
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:
@@ -101,18 +94,7 @@ class ActionModule(ActionBase):
                 "runs); launch natively there (flodl_launch_docker: false) or run the play on that host"])
         warnings += plan.warnings
         env = dict(plan.env)
-        missing = launch_io.services_missing(ctx.project_dir) if plan.overlay_path else []
-        if missing:
-            warnings.append(
-                f"controller: {le.BASE_COMPOSE_FILE} defines no {', '.join(missing)} "
-                f"service; the generated {le.OVERLAY_NAME} adds extra_hosts to cuda, dev and bench (as fdl-cli "
-                "does), and docker compose refuses a service without an image: add the missing service(s)")
-        changed = False
-        if plan.overlay_path and plan.overlay is not None and not check:
-            changed = launch_io.write_overlay(plan.overlay_path, plan.overlay, warnings)
-            if changed is None:  # write failed: run without the overlay, as fdl does
-                plan.command = plan.command.replace(le.compose_overlay_flags(plan.overlay_path), "", 1)
-                plan.overlay_path, changed = None, False
+        changed = launch_io.apply_overlay(plan, ctx.project_dir, check, warnings)
         secret = le.holds_secret(plan.topology)
         shown = le.redacted_topology(plan.topology) if plan.topology else None
         shown_json = json.dumps(shown, indent=2, ensure_ascii=False) if secret and shown else plan.topology_json

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
@@ -130,3 +131,39 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
         )
         return None
     return True
+
+
+def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]], host_user: str | None,
+                  docker_service: str | None, container_root: str, envelope_text: str | None, testing: bool,
+                  guarded: bool) -> le.LaunchInputs:
+    """Everything the launch environment depends on, read from the run model and this machine."""
+    return le.LaunchInputs(
+        cluster=ctx.cluster, project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
+        gpu_counts=gpu_counts, controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
+        launch_command=ctx.launch_command, docker_service=docker_service, container_root=container_root,
+        prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale, testing_cluster=testing,
+        local_gpu_counts=local_gpu_counts() if testing and not guarded else None,
+        project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
+        libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
+    )
+
+
+def apply_overlay(plan: le.LaunchPlan, project_dir: str, check: bool, warnings: list[str]) -> bool:
+    """Write the compose overlay the plan needs (not in check mode); whether the file changed.
+
+    A failed write runs compose without it, as fdl-cli does.
+    """
+    missing = services_missing(project_dir) if plan.overlay_path else []
+    if missing:
+        warnings.append(
+            f"controller: {le.BASE_COMPOSE_FILE} defines no {', '.join(missing)} service; the generated "
+            f"{le.OVERLAY_NAME} adds extra_hosts to cuda, dev and bench (as fdl-cli does), and docker compose "
+            "refuses a service without an image: add the missing service(s)")
+    if not plan.overlay_path or plan.overlay is None or check:
+        return False
+    changed = write_overlay(plan.overlay_path, plan.overlay, warnings)
+    if changed is None:
+        plan.command = plan.command.replace(le.compose_overlay_flags(plan.overlay_path), "", 1)
+        plan.overlay_path = None
+        return False
+    return changed
