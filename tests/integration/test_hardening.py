@@ -137,6 +137,8 @@ def test_second_run_is_refused_and_a_live_rank_blocks_preflight(installed_collec
     assert f"flodl run lock: another run of project {project} is live on h2 (1 process of the rank binary)" in text
     assert "Prebuild | Build on the build host" not in blocked.stdout
     assert len(rank_processes(str(abs_bin))) == 1  # refused, not killed
+    # The first run's lock (its ansible-playbook gone) was taken over silently: that is how every run ends.
+    assert "lock is stale" not in text
 
     # On purpose: flodl_run_lock=false lets it through (its pre-spawn cleanup replaces the old rank).
     short = cluster.write_inventory(tmp_path / "inv-short.json", project_vars(project, cluster), host_vars)
@@ -238,6 +240,13 @@ def test_payloads_in_inputs_never_reach_a_shell(installed_collection, cluster3, 
         ({}, {"flodl_arch": "../../../../usr"}, "flodl_arch '../../../../usr' climbs out of"),
         ({}, {"flodl_host": f"-oProxyCommand=touch {canary(2)}"}, "starts with '-'"),
         ({}, {"ansible_host": f"-oProxyCommand=touch {canary(3)}"}, "starts with '-'"),
+        # Late or opaque failures, now checked with the run.
+        ({"flodl_build_host": "nohost"}, {}, "flodl_build_host 'nohost' is not an inventory host"),
+        ({}, {"flodl_env": {"BIG": "x" * 200_000}}, "over the kernel's 131072-byte limit for one environment"),
+        ({}, {"flodl_local_devices": [0, 0]}, "lists GPU 0 more than once"),
+        ({"flodl_prebuild_dedupe": "maybe"}, {}, "flodl_prebuild_dedupe must be true or false, got str 'maybe'"),
+        ({"flodl_build_timeout": "soon"}, {}, "flodl_build_timeout must be a number of seconds above 0"),
+        ({"flodl_launch_grace_seconds": "soon"}, {}, "flodl_launch_grace_seconds must be a number of seconds"),
     ]
     times = []
     for n, (group, h2, expect) in enumerate(refused):
