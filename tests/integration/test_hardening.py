@@ -347,6 +347,22 @@ def test_planted_symlinks_leave_their_targets_unchanged(installed_collection, cl
                                                                      str(overlay)]
     assert [p.name for p in project.iterdir() if p.name.startswith(".fdl-cluster-overlay.yml.")] == []
 
+    # The launch logs' directory in the project, replaced by a link to a root-only directory: refused before
+    # the launch, nothing created there.
+    vault = tmp_path / "root-only-dir"
+    vault.mkdir(mode=0o700)
+    (vault / "keep").write_text("kept\n")
+    (project / "target" / "cluster" / "logs").rename(project / "target" / "cluster" / "logs.old")
+    (project / "target" / "cluster" / "logs").symlink_to(vault)
+    (record / "docker.argv").unlink()
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch"], env=env)
+    text = _flat(proc.stdout + proc.stderr)
+    assert proc.returncode != 0
+    assert f"the launch log directory {project}/target/cluster/logs resolves to {vault}, outside the project" in text
+    assert sorted(p.name for p in vault.iterdir()) == ["keep"]
+    assert not (record / "docker.argv").exists()  # nothing was launched
+    (project / "target" / "cluster" / "logs").unlink()
+
     # The build log has a fixed name: a link planted there is refused and its target kept (h1 builds the
     # variant for all three hosts).
     log_dir = project / "target" / "cluster" / "h1" / "precompiled-cu128"
