@@ -15,6 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.identity import cont
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_lines
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
@@ -55,6 +56,14 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems)
         check = bool(self._task.check_mode)
         log_dir = args["log_dir"] or le.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
+        if not args["log_dir"] and not resolved_under(ctx.project_dir, log_dir):
+            # The default log directory lies in a shared project: a symlink planted at target/cluster/logs (or
+            # above it) would make this run create its log wherever the link points.
+            return fail_result(result, [
+                f"controller: the launch log directory {log_dir} resolves to {os.path.realpath(log_dir)}, outside "
+                f"the project {ctx.project_dir} (a symbolic link in its path); refusing to write the log there. "
+                "Remove the link (and check who made it), or set flodl_launch_log_dir to a directory you trust"
+            ], "the launch log directory is unsafe; nothing was started")
         testing = args["testing_cluster"]
         if testing is None:
             testing = as_bool(var(task_vars, self._templar, "flodl_testing_cluster", True)) is not False

@@ -15,7 +15,13 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
+    is_local_host,
+    read_run,
+    remote_launch_argv,
+    var,
+)
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
@@ -24,6 +30,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process imp
 )
 
 display = Display()
+ORPHAN_CLEANUP_TIMEOUT = 30.0
 
 
 class ActionModule(ActionBase):
@@ -89,9 +96,12 @@ class ActionModule(ActionBase):
             result["log_error"] = f"{log.error}: the log stopped early, the run was not affected"
         if outcome.interrupted is not None:
             name = signal_name(outcome.interrupted)
-            result.update(failed=True, interrupted=name, msg=(
+            # No later task of the play runs after an interrupt (ansible-playbook may be gone already):
+            # stop the ranks the launcher may have left on the workers now, before handing the signal back.
+            cleanup = self._stop_orphans(task_vars or {})
+            result.update(failed=True, interrupted=name, orphan_cleanup=cleanup, msg=(
                 f"the launch command was interrupted by {name}: its process group was stopped "
-                f"({outcome.stop_note}); log: {log_path}"))
+                f"({outcome.stop_note}); orphan cleanup: {cleanup}; log: {log_path}"))
             hand_back_signal(outcome)
             return result
         if rc != 0:
@@ -105,3 +115,18 @@ class ActionModule(ActionBase):
             return result
         result["msg"] = f"the launch command exited with code 0 after {outcome.seconds:.1f}s; log: {log_path}"
         return result
+
+    def _stop_orphans(self, task_vars: Mapping[str, Any]) -> str:
+        """The teardown's cleanup on every remote worker of the play; a one-line summary, never raises."""
+        try:
+            ctx = read_run(self, task_vars, ["teardown"])
+            skipped, targets, _source = orphans.targets_of(
+                ctx, None, var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
+            per_host, warnings = orphans.stop_orphans(ctx, targets, ORPHAN_CLEANUP_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001  (a failed cleanup must not hide the interrupt)
+            return f"could not run ({type(exc).__name__}: {exc}); run flodl.cluster.teardown"
+        lines = [f"{name}: {e['status']} — {e['msg']}" for name, e in {**skipped, **per_host}.items()]
+        display.display("flodl launch: orphan cleanup after the interrupt:\n  " + "\n  ".join(lines or ["no worker"]))
+        for warning in warnings:
+            display.warning(warning)
+        return f"ran on {len(targets)} host(s), {len(warnings)} warning(s)"

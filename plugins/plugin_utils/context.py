@@ -251,6 +251,7 @@ def build_context(
     lock_raw = var(task_vars, templar, "flodl_run_lock")
     if lock_raw is not None and as_bool(lock_raw) is None:
         problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
+    problems += knob_problems(task_vars, templar, phases, prebuild)
     all_workers = [name for name, _values in workers]
     play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
     if task_vars.get("inventory_hostname", all_workers[0] if all_workers else None) not in all_workers:
@@ -284,6 +285,37 @@ def build_context(
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
     )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and number not in (float("inf"), float("-inf")) else None
+
+
+def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], prebuild: bool) -> list[str]:
+    """The later phases' own knobs, checked with the run (before contact) instead of when their role starts."""
+    problems: list[str] = []
+    if prebuild and "prebuild" in phases:
+        dedupe = var(task_vars, templar, "flodl_prebuild_dedupe")
+        if dedupe is not None and as_bool(dedupe) is None:
+            problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {type(dedupe).__name__} "
+                            f"{str(dedupe)[:40]!r}")
+        timeout = var(task_vars, templar, "flodl_build_timeout")
+        if timeout is not None and ((_number(timeout) or 0) <= 0):
+            problems.append(f"controller: flodl_build_timeout must be a number of seconds above 0, got "
+                            f"{type(timeout).__name__} {str(timeout)[:40]!r}")
+    if "launch" in phases:
+        grace = var(task_vars, templar, "flodl_launch_grace_seconds")
+        number = _number(grace) if grace is not None else 0.0
+        if number is None or number < 0:
+            problems.append(f"controller: flodl_launch_grace_seconds must be a number of seconds (0 or more), got "
+                            f"{type(grace).__name__} {str(grace)[:40]!r}")
+    return problems
 
 
 def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) -> list[str]:

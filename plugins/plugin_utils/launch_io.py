@@ -19,6 +19,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
@@ -113,19 +114,22 @@ def services_missing(root: str) -> list[str]:
 
 
 def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
-    """True when written, False when already current, None when it could not be written."""
+    """True when written, False when already current, None when it could not be written.
+
+    Written with safe_files.atomic_write: an unpredictable temporary name created exclusively in the
+    project, then renamed over the overlay. A symlink planted at the overlay's path is refused (its
+    target is never opened for writing) and the launch runs without the overlay, with a warning.
+    """
     try:
-        with open(path, encoding="utf-8") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, encoding="utf-8") as fh:
             if fh.read() == content:
                 return False
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         pass
     try:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except OSError as exc:
+        atomic_write(os.path.dirname(path) or ".", os.path.basename(path), content, 0o644)
+    except (OSError, ValueError) as exc:
         warnings.append(
             f"controller: could not write the compose overlay {path}: {exc}; docker compose runs without extra_hosts"
         )

@@ -56,10 +56,13 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
     else:
         if held.pid == holder_pid and held.controller_host == controller_host:
             return None, []  # this run already holds it (launch after cluster_train's first step)
-        stale = runlock.stale_reason(held, this_host=controller_host, now=time.time(),
-                                     pid_alive=_pid_alive(held.pid) if held.controller_host == controller_host else None)
+        here = held.controller_host == controller_host
+        alive = _pid_alive(held.pid) if here else None
+        stale = runlock.stale_reason(held, this_host=controller_host, now=time.time(), pid_alive=alive)
         if stale is None:
             return runlock.refusal_message(project_dir, {}, held), []
-        warnings.append(f"run lock {path}: the previous holder's lock is stale ({stale}); taking it over")
+        if not (here and alive is False):
+            # A holder gone from this controller is how every run ends (nothing releases the lock): silent.
+            warnings.append(f"run lock {path}: the previous holder's lock is stale ({stale}); taking it over")
     atomic_write(directory, LOCK_NAME, record.to_json(), 0o644)
     return None, warnings

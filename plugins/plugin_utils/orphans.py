@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stop leftover rank processes of the prebuilt binary on the play's remote workers (the I/O half).
+
+Used by the teardown step (``flodl.cluster.orphan_cleanup``) and by the launch step itself when the
+launch is interrupted (an AWX cancel's SIGTERM, Ctrl-C, ansible-playbook dying): then no later task
+of the play runs, so the launch step stops the ranks before it returns. Policy in module_utils.teardown.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils import teardown as td
+from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
+
+
+def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str, Any], dict[str, tuple[Mapping[str, Any], str]], str | None]:
+    """(per_host entries for hosts with nothing to stop, host -> (worker, binary), envelope source)."""
+    text, source = launch_io.read_envelope(ctx, given, play_result)
+    envelope = json.loads(text) if text else ({} if source else None)
+    per_host: dict[str, Any] = {}
+    targets: dict[str, tuple[Mapping[str, Any], str]] = {}
+    for worker in ctx.cluster["workers"]:
+        name = ctx.inventory_names.get(worker["host"], worker["host"])
+        if not ctx.in_play(worker):
+            continue
+        abs_bin = None if worker["host"] == ctx.controller_identity else td.binary_of(worker, envelope, ctx.cmd)
+        if abs_bin is None:
+            per_host[name] = entry("skipped", "no prebuilt binary known on this host: nothing to stop")
+        else:
+            targets[worker["host"]] = (worker, abs_bin)
+    return per_host, targets, source
+
+
+def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
+                 timeout: float) -> tuple[dict[str, Any], list[str]]:
+    """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
+    user = controller_user(os.environ, run_for_output)
+    jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_root)
+            for h, (w, b) in targets.items()}
+    per_host: dict[str, Any] = {}
+    warnings: list[str] = []
+    for host, res in run_parallel(jobs, timeout=timeout).items():
+        why = res.error or f"ssh exited {res.returncode}: {res.stderr.strip()[-300:]}"
+        outcome, warning = td.judge(host, targets[host][1], td.CleanupAnswer(res.ok, res.stdout, why))
+        per_host[ctx.inventory_names.get(host, host)] = outcome
+        warnings += [warning] if warning else []
+    return per_host, warnings
