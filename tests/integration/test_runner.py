@@ -162,7 +162,7 @@ def _leftovers(cluster: Cluster, project: Path) -> dict[str, list[str]]:
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, (place, err)
         for line in out.splitlines():
-            kind, _, rest = line.partition(" ")
+            kind, dummy, rest = line.partition(" ")
             found.setdefault(f"{kind}@{place}", []).append(rest)
     return found
 
