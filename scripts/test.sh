@@ -73,11 +73,11 @@ if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
-  # molecule test --all from extensions/ (the collection layout), against the collection as
+  # molecule test from extensions/ (the collection layout), every scenario, against the collection as
   # installed from its tarball, as the integration tests do. Missing molecule: skipped with a
   # how-to, a failure under CI=true.
   tools="$VENV_DIR/ansible-2.19/bin"
-  step "molecule test --all (extensions/molecule) on ansible-core 2.19"
+  step "molecule test, every scenario of extensions/molecule, on ansible-core 2.19"
   if [ ! -x "$tools/molecule" ]; then
     if [ "${CI:-}" = true ]; then
       echo "molecule is not installed in $VENV_DIR/ansible-2.19 (required under CI=true): run scripts/bootstrap.sh"
@@ -91,10 +91,17 @@ if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
     if "$tools/ansible-galaxy" collection build "$REPO_ROOT" --output-path "$mol_work" --force >/dev/null &&
       "$tools/ansible-galaxy" collection install "$mol_work"/flodl-cluster-*.tar.gz -p "$mol_work/collections" \
         --force --offline >/dev/null 2>&1; then
-      (cd "$REPO_ROOT/extensions" &&
-        PATH="$tools:$PATH" ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
-          "$tools/molecule" test --all)
-      record "molecule" $?
+      # One `molecule test -s` per scenario, each with an ephemeral directory of its own:
+      # molecule's default one is named after the basename "extensions" only, which every
+      # checkout of this collection shares (concurrent runs would tear each other's hosts down).
+      for scenario_yml in "$REPO_ROOT"/extensions/molecule/*/molecule.yml; do
+        scenario="$(basename "$(dirname "$scenario_yml")")"
+        (cd "$REPO_ROOT/extensions" &&
+          MOLECULE_EPHEMERAL_DIRECTORY="$mol_work/ephemeral-$scenario" PATH="$tools:$PATH" \
+            ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
+            "$tools/molecule" test -s "$scenario")
+        record "molecule $scenario" $?
+      done
     else
       echo "molecule: building or installing the collection tarball failed"
       record "molecule" 1
