@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible import constants as C
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import connection_loader
 
@@ -24,18 +23,6 @@ SSH_NAMES = ("ssh", "ansible.builtin.ssh", "ansible.legacy.ssh", "smart")
 _ARG_OPTIONS = ("ssh_args", "ssh_common_args", "ssh_extra_args")
 
 
-def play_connection(task: Any) -> str:
-    """The play's connection (``-c``, the ``connection`` keyword), not the task's.
-
-    A delegated task's own ``connection`` is the delegate's (ansible-core 2.21 resolves it so), which
-    says nothing about how the workers are reached.
-    """
-    block = getattr(task, "_parent", None)
-    play = getattr(block, "_play", None)
-    value = getattr(play, "connection", None) if play is not None else None
-    return str(value or C.DEFAULT_TRANSPORT or "ssh")
-
-
 def _option(conn: Any, name: str) -> tuple[Any, str]:
     try:
         return conn.get_option_and_origin(name)
@@ -43,11 +30,26 @@ def _option(conn: Any, name: str) -> tuple[Any, str]:
         return None, "default"
 
 
+def keyword_connection(task: Any) -> str:
+    """The ``connection`` keyword that applies to the workers, for a host without ``ansible_connection``.
+
+    A delegated task's own value belongs to the delegated host (the prebuild step runs on
+    ``flodl_build_host``), and ansible-core 2.21 even writes the loaded plugin's name back into
+    ``task.connection`` (``ansible.builtin.local`` for ``delegate_to: localhost``). So a delegated
+    task takes the keyword from its parents (block, role, play), as the workers' own tasks would.
+    """
+    if getattr(task, "delegate_to", None):
+        inherited = getattr(task, "_get_parent_attribute", None)
+        value = inherited("connection", omit=True) if callable(inherited) else None
+        return value if isinstance(value, str) and value else "ssh"
+    return str(task.connection or "ssh")
+
+
 def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cli_password: bool) -> ResolvedConnection:
     """The connection options Ansible would use for the host whose variables are ``host_vars``."""
     host_templar = templar.copy_with_new_env(available_variables=host_vars)
     name = host_vars.get("ansible_connection")
-    name = str(host_templar.template(name)) if name is not None else play_connection(task)
+    name = str(host_templar.template(name)) if name is not None else keyword_connection(task)
     if name not in SSH_NAMES:
         return ResolvedConnection(connection=name)
     conn = connection_loader.get("ssh", PlayContext(), None)

@@ -1,0 +1,38 @@
+"""keyword_connection: the ``connection`` keyword that applies to the workers, delegated tasks included."""
+from __future__ import annotations
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play import Play
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import keyword_connection
+
+
+def _task(play_connection: str | None, **task_keys):
+    play = {"name": "p", "hosts": "all", "gather_facts": False,
+            "tasks": [{"name": "t", "meta": "noop", **task_keys}]}
+    if play_connection:
+        play["connection"] = play_connection
+    loaded = Play.load(play, variable_manager=VariableManager(loader=DataLoader()), loader=DataLoader())
+    return next(t for block in loaded.compile() for t in block.block if t.name == "t")
+
+
+@pytest.mark.parametrize("play_connection", [None, "ssh", "ansible.builtin.ssh", "paramiko"])
+def test_a_delegated_task_takes_the_keyword_from_its_parents(play_connection):
+    task = _task(play_connection, delegate_to="localhost")
+    # ansible-core 2.21 writes the delegated host's loaded plugin back into the task.
+    task.connection = "ansible.builtin.local"
+    assert keyword_connection(task) == (play_connection or "ssh")
+
+
+def test_a_delegated_task_with_its_own_keyword_still_uses_the_parents():
+    task = _task("ssh", delegate_to="buildbox", connection="local")  # `connection: local` is the build host's
+    assert keyword_connection(task) == "ssh"
+
+
+@pytest.mark.parametrize(("play_connection", "own", "expect"),
+                         [(None, None, "ssh"), ("paramiko", None, "paramiko"), ("ssh", "local", "local")])
+def test_a_task_on_the_worker_uses_its_own_keyword(play_connection, own, expect):
+    task = _task(play_connection, **({"connection": own} if own else {}))
+    assert keyword_connection(task) == expect
