@@ -53,4 +53,4 @@ def test_role_argument_spec_renders(installed_collection, role: str) -> None:
 
 def test_playbooks_are_installed(installed_collection) -> None:
     root = Path(installed_collection.collections_path) / "ansible_collections" / "flodl" / "cluster" / "playbooks"
-    assert sorted(p.stem for p in root.glob("*.yml")) == ["cluster_train", "launch", "prebuild", "preflight", "teardown"]
+    assert sorted(p.stem for p in root.glob("*.yml")) == ["cluster_train", "launch", "prebuild", "preflight", "status", "teardown"]
