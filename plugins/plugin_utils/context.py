@@ -10,6 +10,7 @@ happens on the controller before any host is contacted.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -294,7 +295,7 @@ def _number(value: Any) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and number not in (float("inf"), float("-inf")) else None
+    return number if math.isfinite(number) else None
 
 
 def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], prebuild: bool) -> list[str]:

@@ -162,8 +162,8 @@ CHATTY = textwrap.dedent(
 )
 
 
-def test_a_full_log_disk_warns_once_and_the_run_completes(installed_collection, cluster3, netns_shared_dir,
-                                                         tmp_path):
+def test_a_full_log_disk_warns_once_and_the_run_completes(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
     cluster = cluster3
     project = copy_project(netns_shared_dir / "proj")
     (project / "chatty.py").write_text(CHATTY)
@@ -323,8 +323,9 @@ def test_planted_symlinks_leave_their_targets_unchanged(installed_collection, cl
     overlay.symlink_to(victim)
     host_vars = worker_vars(project, SAME_VARIANT, {"h1": [0], "h2": [0], "h3": [0]})
     host_vars["h1"]["flodl_host"] = cluster["h1"].ip  # resolves (an address): the overlay gets an extra_hosts pair
-    group = {k: v for k, v in project_vars(project, cluster, flodl_prebuild=False, flodl_launch_command=None,
-                                          flodl_controller_docker="cuda", flodl_cmd_dir="").items() if v is not None}
+    given = project_vars(project, cluster, flodl_prebuild=False, flodl_launch_command=None,
+                         flodl_controller_docker="cuda", flodl_cmd_dir="")
+    group = {k: v for k, v in given.items() if v is not None}
     inv = cluster.write_inventory(tmp_path / "inv.json", group, host_vars)
     proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch"], env=env)
     text = _flat(proc.stdout + proc.stderr)
