@@ -11,7 +11,6 @@ checked over ssh as well.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
