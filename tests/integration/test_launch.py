@@ -615,3 +615,49 @@ def test_join_token_reaches_the_launcher_but_not_the_logs(installed_collection, 
         assert "join token redacted" in launch_part
     topo = json.loads(bytes.fromhex(json.loads(out.read_text())["env"]["FLODL_INTERNAL_FULL_CLUSTER_JSON"]))
     assert topo["controller"]["join"] == {"min_rank_start": 2, "token": token}
+
+
+# --------------------------------------------------------------------------- libtorch variables (fdl-cli parity)
+
+
+def test_native_launch_gets_the_libtorch_variables_fdl_cli_sets(installed_collection, cluster3, netns_shared_dir,
+                                                                 tmp_path):
+    """The launched process gets what fdl-cli's libtorch_env puts on it (docs/launcher-contract.md §1c, §5).
+
+    Two runs of the same project: with the controller as none of the workers, the variant comes from
+    libtorch/.active (upstream's literal ``./`` join kept); with the controller as worker h1 (FLODL_HOST_NAME),
+    from h1's own variant directory, whose ``.arch`` names the CUDA toolkit.
+    """
+    cluster = cluster3
+    project = copy_project(netns_shared_dir / "proj")
+    (project / "libtorch" / "precompiled" / "cu128" / ".arch").write_text("torch=2.7.0\ncuda=12.8\n")
+    out = tmp_path / "rec.json"
+    host_vars = worker_vars(project, TWO_VARIANTS, {"h1": [0], "h2": [0], "h3": [0]})
+    inv = cluster.write_inventory(
+        tmp_path / "inv.json",
+        project_vars(project, cluster, flodl_launch_command=f"python3 record_env.py {out}", flodl_prebuild=False),
+        host_vars,
+    )
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch"],
+                       env={"FLODL_HOST_NAME": "launchbox", "LD_LIBRARY_PATH": "/opt/caller/lib"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = json.loads(out.read_text())["env"]
+    root = str(project)
+    assert env["LIBTORCH_CPU_PATH"] == "./libtorch/precompiled/cpu"
+    assert env["LIBTORCH_HOST_PATH"] == "./libtorch/precompiled/cpu"  # .active holds precompiled/cpu
+    assert env["LIBTORCH_PATH"] == f"{root}/./libtorch/precompiled/cpu"
+    assert env["LD_LIBRARY_PATH"] == f"{root}/./libtorch/precompiled/cpu/lib:/opt/caller/lib"
+    assert env["FDL_GPU_FEATURE"] == "cuda"  # a CPU variant gets cuda, as upstream
+    assert "CUDA_VERSION" not in env and "CUDA_TAG" not in env
+    assert env["HOSTNAME"] == os.environ.get("HOSTNAME", "launchbox")  # set only when the caller has none
+
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch"],
+                       env={"FLODL_HOST_NAME": "h1", "LD_LIBRARY_PATH": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = json.loads(out.read_text())["env"]
+    assert env["LIBTORCH_HOST_PATH"] == f"{root}/libtorch/precompiled/cu128"
+    assert env["LIBTORCH_PATH"] == f"{root}/libtorch/precompiled/cu128"
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == f"{root}/libtorch/precompiled/cu128/lib"
+    assert env["FDL_GPU_FEATURE"] == "cuda"
+    assert env["CUDA_VERSION"] == "12.8.0" and env["CUDA_TAG"] == "12.8"
+    assert env["HOSTNAME"] == os.environ.get("HOSTNAME", "h1")
