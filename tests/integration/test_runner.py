@@ -328,3 +328,53 @@ def test_cancel_mid_launch_leaves_nothing_running(ctx):
                                      "flodl.cluster.teardown"])
             for pid in _launcher_pids_here(project):
                 os.kill(pid, 9)
+
+
+# --------------------------------------------------------------------------- the launcher on a named host
+
+
+def test_launcher_on_flodl_launch_host_through_runner(ctx):
+    """AWX's shape: the job's localhost is not the controller box; flodl_launch_host (h1) is.
+
+    The launcher must run on h1 (its UTS namespace is not this machine's), stream back, and a cancel
+    must leave no launcher there. The key lives on the shared filesystem: /tmp is private per host.
+    """
+    collection, project, shared, tmp_path, make = ctx
+    cluster = make(list(WORKERS), shared_root=shared)
+    key = shared / "keys" / "id"
+    key.parent.mkdir(mode=0o700)
+    shutil.copy(cluster.key_path, key)
+    os.chmod(key, 0o600)
+    record = shared / "where.json"
+    survey = _survey(
+        flodl_launch_host="h1",
+        flodl_launch_command=(f"python3 -c \"import json, socket; json.dump(socket.gethostname(), open('{record}', 'w'))\""
+                              " && FLODL_HOST_NAME=launchbox python3 standin_launcher.py --epochs 3"),
+    )
+    pdd = _private_data_dir(tmp_path, collection, cluster, project, survey,
+                            cluster_env={"FLODL_DEMO_SLEEP_S": "300"},
+                            host_vars={h: {"ansible_ssh_private_key_file": str(key)} for h in WORKERS})
+    seen: dict[str, Any] = {}
+    me = os.readlink("/proc/self/ns/uts")
+
+    def on_event(event: dict) -> bool:
+        if "sleeping 300s" in (event.get("stdout") or ""):
+            seen["sleeping"] = seen.get("sleeping", 0) + event["stdout"].count("sleeping 300s")
+        return True
+
+    def cancel() -> bool:
+        if seen.get("sleeping", 0) < len(WORKERS):
+            return False
+        pids = _launcher_pids_here(project)
+        seen["launchers"] = pids
+        seen["elsewhere"] = all(os.readlink(f"/proc/{pid}/ns/uts") != me for pid in pids)
+        return bool(pids)
+
+    r = _run(pdd, event_handler=on_event, cancel_callback=cancel)
+    assert r.status == "canceled", r.status
+    assert json.loads(record.read_text()) == "h1"
+    assert seen.get("launchers") and seen["elsewhere"], seen
+    deadline = time.monotonic() + GRACE + 6
+    while _launcher_pids_here(project) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _launcher_pids_here(project) == []
