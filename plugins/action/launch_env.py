@@ -16,7 +16,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import p
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, launch_docker, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 
@@ -53,11 +53,18 @@ class ActionModule(ActionBase):
         guard = le.recursion_guard(os.environ)
         counts: dict[str, tuple[int, int]] = {}
         envelope_text = envelope_source = None
+        preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
+        # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
+        reuse_dir = preflight.get(sshreuse_io.RESULT_KEY) if isinstance(preflight, dict) else None
+        reuse_dir = reuse_dir if isinstance(reuse_dir, str) and os.path.isdir(reuse_dir) else None
+        if reuse_dir and (check or guard is not None or not sshreuse_io.enabled(task_vars, self._templar)):
+            sshreuse_io.close_masters(reuse_dir)
+            reuse_dir = None
         if guard is None:
-            preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
             try:
                 counts, swept = launch_io.gpu_counts(ctx, preflight)
             except TopologyError as exc:
+                sshreuse_io.close_masters(reuse_dir)
                 return fail_result(result, exc.problems, "could not count the GPUs of `local_devices: all` workers")
             if swept:
                 display.display("flodl launch: counted GPUs over ssh (no preflight result in this play)")
@@ -72,10 +79,12 @@ class ActionModule(ActionBase):
             local_gpu_counts=launch_io.local_gpu_counts() if testing and guard is None else None,
             project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
             libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
+            ssh_reuse_dir=reuse_dir,
         )
         try:
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:
+            sshreuse_io.close_masters(reuse_dir)
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         warnings += plan.warnings
         env = dict(plan.env)
@@ -108,6 +117,7 @@ class ActionModule(ActionBase):
             overlay_path=plan.overlay_path, overlay=plan.overlay, launcher_root=plan.launcher_root, log_dir=log_dir,
             controller_identity=ctx.controller_identity, plan=lines, launch_warnings=warnings,
             gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
+            ssh_control_dir=reuse_dir,
             per_host={ctx.inventory_names.get(h, h): entry("ok", f"in the launched run, ranks {r}", ranks=r)
                       for h, r in ranks.items()},
         )

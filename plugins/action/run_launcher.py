@@ -14,6 +14,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
+from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -36,7 +37,15 @@ class ActionModule(ActionBase):
             "command": {"type": "str", "required": True}, "chdir": {"type": "path", "required": True},
             "env": {"type": "dict", "default": {}}, "log_dir": {"type": "path"},
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
+            "ssh_control_dir": {"type": "path"},
         })
+        try:
+            return self._run(result, args)
+        finally:
+            # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
+            sshreuse_io.close_masters(args["ssh_control_dir"])
+
+    def _run(self, result, args):
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
         log_dir = args["log_dir"] or os.path.join(chdir, "target", "cluster", "logs")

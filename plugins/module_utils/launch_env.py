@@ -25,6 +25,7 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import cluster_with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     cluster_json,
     ordered_cluster,
@@ -335,6 +336,7 @@ class LaunchInputs:
     project_dir: str | None = None
     controller_identity: str | None = None
     libtorch: Mapping[str, str] = field(default_factory=dict)
+    ssh_reuse_dir: str | None = None  # this run's master connections (module_utils.sshreuse); None: bytes as fdl's
 
 
 @dataclass
@@ -405,6 +407,9 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     populated["controller"]["host"] = shipped
     root_seen = launcher_root(command, root, inputs.container_root)
     shipped_cluster = rewrite_identity_files(populated, root_seen)
+    if inputs.ssh_reuse_dir and not compose:  # a launcher in a container sees no socket of this box
+        own = frozenset({inputs.controller_identity}) if inputs.controller_identity else frozenset()
+        shipped_cluster = cluster_with_reuse(shipped_cluster, inputs.ssh_reuse_dir, own)
     text = cluster_json(shipped_cluster)
 
     env: dict[str, str] = {
