@@ -19,6 +19,7 @@ import ipaddress
 import json
 import re
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,12 +189,16 @@ def cluster_extra_hosts(
     """
     pairs: list[tuple[str, str]] = []
     warnings: list[str] = []
-    for worker in workers:
-        host = str(worker.get("host") or "")
+    names = [str(w.get("host") or "") for w in workers]
+    # One lookup per name, all at once: a name that does not resolve can cost a DNS timeout each.
+    wanted = sorted({n for n in names if n and not is_ip_literal(n)})
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(wanted)))) as pool:
+        answers = dict(zip(wanted, pool.map(lambda n: resolve_host_to_ip(n, resolver), wanted)))
+    for worker, host in zip(workers, names):
         if not host:
             continue
         target = str((worker.get("ssh") or {}).get("target") or "")
-        addr, warning = resolve_host_to_ip(host, resolver)
+        addr, warning = answers[host] if host in answers else resolve_host_to_ip(host, resolver)
         if addr is not None:
             pairs.append((host, addr))
         if warning and not target:
