@@ -21,6 +21,11 @@ command, i.e. the last rank, exited) and tail (artifacts, per-host results, reca
 cost of the per-host tasks (argument-spec validation, worker_result). Each run's output is checked.
 Needs root (network namespaces) and cargo.
 
+The worker names resolve on the controller, as in a real cluster: the bench runs in a private mount
+namespace of its own (``unshare --mount``) with an ``/etc/hosts`` that adds ``<ip> h<i>`` for its hosts,
+so nothing on the machine changes. (Unresolvable names cost a DNS timeout each, to fdl-cli as to the
+collection: both resolve every worker's ``host`` for the launcher's extra hosts.)
+
     python bench/cluster_train_bench.py [--sizes 8,32] [--reps 5]
         [--ansible-playbook /work/main/.venv/ansible-2.19/bin/ansible-playbook] [--json FILE]
 """
@@ -47,8 +52,9 @@ from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: 
 
 VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
 RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n"
-KINDS = ["raw", "playbook", "no-reuse", "empty"]
+KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo"]
 PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
+EXTRA = ["prebuild step"]
 
 
 def install_collection(work: Path, galaxy: str) -> Path:
@@ -113,6 +119,9 @@ def raw_script(cluster: Cluster, project: Path, launch_env: dict[str, str], work
     lines.append(f"cd {q(str(project))} && env {env} python3 standin_launcher.py </dev/null >{out}/launcher 2>&1")
     path = work / f"raw-{len(workers)}.sh"
     path.write_text("\n".join(lines) + "\n")
+    start = lines.index("# 2. no-op cargo build per distinct variant, in parallel")
+    stop = lines.index("# 3. the launcher: cleanup, one ssh per host running the prebuilt binary, wait, cleanup")
+    (work / f"cargo-{len(workers)}.sh").write_text("\n".join(["#!/bin/sh", *lines[start:stop]]) + "\n")
     return path
 
 
@@ -159,6 +168,7 @@ def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: C
         "launch": launch_end - starts["launch"],
         "tail": end - launch_end,
     }
+    phases["prebuild step"] = next(d for n, _s, d in costs if "Build on the build host" in n)
     return {"total": end - t0, "phases": phases, "per_host": per_host_seconds(costs),
             "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
 
@@ -173,6 +183,9 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
     (project / "record_env.py").write_text(RECORDER)
     cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / f"state-{n}", shared_root=shared)
     cluster.up()
+    hosts_file = work / f"hosts-{n}"
+    hosts_file.write_text(Path("/etc/hosts").read_text() + "".join(f"{h.ip} {h.name}\n" for h in cluster))
+    subprocess.run(["mount", "--bind", str(hosts_file), "/etc/hosts"], check=True)  # this namespace only
     try:
         inv = inventory(cluster, project, work / f"inv-{n}.json")
         play = [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.cluster_train"]
@@ -207,6 +220,9 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
                     t0, proc = run(["sh", str(script)])
                     samples[kind].append({"total": time.monotonic() - t0})
                     check_raw(cluster, work, steps)
+                elif kind == "cargo":  # cargo's own no-op per variant, in parallel (item 4's yardstick)
+                    t0, proc = run(["sh", str(work / f"cargo-{n}.sh")])
+                    samples[kind].append({"total": time.monotonic() - t0})
                 elif kind == "empty":
                     t0, proc = run([bins["ansible-playbook"], str(empty), "-i", str(inv)], env)
                     samples[kind].append({"total": time.monotonic() - t0})
@@ -215,6 +231,7 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
                     samples[kind].append(timed_playbook(argv, env, times, cluster))
         return summarize(n, reps, samples, steps)
     finally:
+        subprocess.run(["umount", "/etc/hosts"], check=False)
         cluster.down()
         shutil.rmtree(shared, ignore_errors=True)
 
@@ -225,7 +242,7 @@ def stat(values: list[float]) -> dict[str, float]:
 
 def summarize(n: int, reps: int, samples: dict[str, list], steps: int) -> dict:
     totals = {k: stat([s["total"] for s in v]) for k, v in samples.items()}
-    phases = {k: {p: stat([s["phases"][p] for s in samples[k]]) for p in PHASES} for k in ("playbook", "no-reuse")}
+    phases = {k: {p: stat([s["phases"][p] for s in samples[k]]) for p in PHASES + EXTRA} for k in ("playbook", "no-reuse")}
     per_host = {k: {p: stat([s["per_host"][p] for s in samples[k]]) for p in ("argspec", "worker_result")}
                 for k in ("playbook", "no-reuse")}
     return {"hosts": n, "reps": reps, "variants": steps, "totals": totals, "phases": phases, "per_host": per_host,
@@ -249,6 +266,10 @@ def main() -> int:
     if reason:
         print(reason, file=sys.stderr)
         return 2
+    if os.environ.get("FLODL_BENCH_MOUNT_NS") != "1":  # a private mount namespace, for /etc/hosts
+        env = dict(os.environ, FLODL_BENCH_MOUNT_NS="1")
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv],
+                              env=env, check=False).returncode
     playbook = Path(args.ansible_playbook)
     if not playbook.exists() or shutil.which("cargo") is None:
         print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
@@ -289,6 +310,14 @@ def main() -> int:
                 label = f"{r['hosts']}{'' if kind == 'playbook' else ' off'}"
                 print(f"| {label} | " + " | ".join(fmt(ph[p]) for p in PHASES)
                       + f" | {pht['argspec']['median']:.2f} + {pht['worker_result']['median']:.2f} |")
+        print("\nno-op prebuild vs cargo's own no-op per variant in parallel, median (min-max) in seconds")
+        print("| hosts | variants | cargo no-op | prebuild step | ratio | prebuild phase | ratio |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            c, ph = r["totals"]["cargo"], r["phases"]["playbook"]
+            print(f"| {r['hosts']} | {r['variants']} | {fmt(c)} | {fmt(ph['prebuild step'])} | "
+                  f"{ph['prebuild step']['median'] / c['median']:.2f}x | {fmt(ph['prebuild'])} | "
+                  f"{ph['prebuild']['median'] / c['median']:.2f}x |")
         for r in rows:
             print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
             for name, sec in r["tasks"]:

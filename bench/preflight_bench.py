@@ -80,7 +80,10 @@ def _baseline_script(cluster: Cluster, shared: Path, path: Path) -> Path:
     from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
     from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
     from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
-    from ansible_collections.flodl.cluster.plugins.module_utils.topology import derive_ssh
+    from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, derive_worker_ssh
+
+    def derive_ssh(name, hostvars):
+        return derive_worker_ssh(name, connection_from_vars(hostvars)).ssh
 
     probe = pf.remote_command(pf.probe_script(str(shared / "data"), abi=True, gpus=False))
     out = path.parent / "ssh-out"

@@ -75,7 +75,8 @@ class ActionModule(ActionBase):
         its arguments checked against the module's own spec.
         """
         local = self._connection.transport in ("local", "ansible.builtin.local")
-        if not local or self._play_context.become or self._task.environment:  # become, `environment:`: Ansible's way
+        # become, or an `environment:` keyword (the task's is [{}] when none is set): Ansible's own way
+        if not local or self._play_context.become or any(self._task.environment or []):
             return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
         from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
 
