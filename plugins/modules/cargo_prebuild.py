@@ -468,27 +468,27 @@ def _env_text(env: dict[str, str]) -> str:
 
 # The module's arguments (also validated in-process when the build host is the controller itself).
 ARGUMENT_SPEC: dict[str, Any] = {
-        "project_root": {"type": "path", "required": True},
-        "project_dir": {"type": "path"},
-        "cmd": {"type": "str", "required": True},
-        "cmd_dir": {"type": "str", "default": ""},
-        "docker_service": {"type": "str"},
-        "dedupe": {"type": "bool", "default": True},
-        "workers": {
-            "type": "list",
-            "elements": "dict",
-            "required": True,
-            "options": {
-                "host": {"type": "str", "required": True},
-                "path": {"type": "str", "required": True},
-                "arch": {"type": "str"},
-            },
+    "project_root": {"type": "path", "required": True},
+    "project_dir": {"type": "path"},
+    "cmd": {"type": "str", "required": True},
+    "cmd_dir": {"type": "str", "default": ""},
+    "docker_service": {"type": "str"},
+    "dedupe": {"type": "bool", "default": True},
+    "workers": {
+        "type": "list",
+        "elements": "dict",
+        "required": True,
+        "options": {
+            "host": {"type": "str", "required": True},
+            "path": {"type": "str", "required": True},
+            "arch": {"type": "str"},
         },
-        "env": {"type": "dict", "default": {}},
-        "tail_lines": {"type": "int", "default": 20},
-        "envelope_file": {"type": "str"},
-        "build_timeout": {"type": "float", "default": DEFAULT_BUILD_TIMEOUT},
-    }
+    },
+    "env": {"type": "dict", "default": {}},
+    "tail_lines": {"type": "int", "default": 20},
+    "envelope_file": {"type": "str"},
+    "build_timeout": {"type": "float", "default": DEFAULT_BUILD_TIMEOUT},
+}
 
 
 def _failed(msg: str, **result: Any) -> dict[str, Any]:
@@ -656,7 +656,7 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
                 _write(envelope_file, text)
             except OSError as exc:
                 return _failed(msg=f"flodl prebuild: every build succeeded but the envelope file could not be "
-                                 f"written: {_os_error_text(exc)}", **result)
+                               f"written: {_os_error_text(exc)}", **result)
             changed = changed or previous_envelope != text
         else:
             changed = changed or previous_envelope is not None

@@ -71,7 +71,7 @@ def _masters(dirs_before: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("reuse, expected", [(True, 1), (False, 4)])
 def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3, netns_shared_dir, tmp_path,
-                                                  reuse, expected):
+                                                 reuse, expected):
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
     inv = _inventory(cluster, project, tmp_path / "inv.json")
