@@ -78,8 +78,8 @@ def task_costs(events: list[list], ended: float) -> list[tuple[str, float, float
 def per_host_seconds(costs: list[tuple[str, float, float]]) -> dict[str, float]:
     """What the per-host tasks cost: the roles' argument-spec validation and the worker_result reports."""
     return {
-        "argspec": sum(s for n, _, s in costs if any(a in n for a in ARGSPEC)),
-        "worker_result": sum(s for n, _, s in costs if WORKER_RESULT in n),
+        "argspec": sum(s for n, _start, s in costs if any(a in n for a in ARGSPEC)),
+        "worker_result": sum(s for n, _start, s in costs if WORKER_RESULT in n),
     }
 
 

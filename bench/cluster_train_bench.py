@@ -130,7 +130,7 @@ def check_raw(cluster: Cluster, work: Path, steps: int) -> None:
     bad = [h.name for h in cluster if "__FLODL_END__" not in (out / f"probe-{h.name}").read_text()]
     launcher = (out / "launcher").read_text()
     bad += [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in launcher]
-    builds = [p for p in out.glob("build-*")]
+    builds = list(out.glob("build-*"))
     if len(builds) != steps or any("Finished" not in p.read_text() for p in builds) or bad:
         raise RuntimeError(f"raw pipeline incomplete on {bad}:\n{launcher[-2000:]}")
 
@@ -152,7 +152,7 @@ def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: C
     if missing:
         raise RuntimeError(f"ranks did not run on {missing}")
     events = read_events(times)
-    costs = task_costs(events, next(t for k, _, t in events if k == "stats"))
+    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
     starts = {}
     for name, start, _sec in costs:
         key = ("preflight" if "preflight :" in name else "prebuild" if "prebuild :" in name

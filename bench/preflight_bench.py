@@ -131,7 +131,7 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
                 elif kind == "playbook":
                     samples[kind].append(_time(play, {**env, "FLODL_BENCH_TIMES": str(times)}))
                     events = read_events(times)
-                    costs = task_costs(events, next(t for k, _, t in events if k == "stats"))
+                    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
                     samples["per_host"].append(sum(per_host_seconds(costs).values()))
                 else:
                     samples[kind].append(_time([playbook_bin, str(empty), "-i", str(inv)], env))
