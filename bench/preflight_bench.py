@@ -11,6 +11,11 @@ then times, in the same run and interleaved, for several repetitions:
 * ``empty``: ``ansible-playbook`` of a play with no task, the fixed cost of
   starting Ansible at all (for reading the figures, not part of the ratio).
 
+A tiny callback plugin (bench/_timing.py) times every task of the playbook runs; the
+"per-host tasks" column is what the role's argument-spec validation and the
+``worker_result`` report cost (their start to the next task's start), i.e. the
+playbook without them would take that much less.
+
 Connections are cold for both: nothing keeps a master connection open.
 Needs root (network namespaces); run on a quiet machine.
 
@@ -33,7 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _timing import install_callback, per_host_seconds, read_events, task_costs  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 
@@ -73,7 +80,10 @@ def _baseline_script(cluster: Cluster, shared: Path, path: Path) -> Path:
     from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
     from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
     from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
-    from ansible_collections.flodl.cluster.plugins.module_utils.topology import derive_ssh
+    from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, derive_worker_ssh
+
+    def derive_ssh(name, hostvars):
+        return derive_worker_ssh(name, connection_from_vars(hostvars)).ssh
 
     probe = pf.remote_command(pf.probe_script(str(shared / "data"), abi=True, gpus=False))
     out = path.parent / "ssh-out"
@@ -111,14 +121,18 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
         # one untimed round each: page cache, Python bytecode
         _time(["sh", str(script)])
         _time(play, env)
-        samples: dict[str, list[float]] = {"ssh": [], "playbook": [], "empty": []}
+        samples: dict[str, list[float]] = {"ssh": [], "playbook": [], "empty": [], "per_host": []}
+        times = work / "times.json"
         for rep in range(reps):
             order = ["ssh", "playbook", "empty"] if rep % 2 == 0 else ["playbook", "ssh", "empty"]
             for kind in order:
                 if kind == "ssh":
                     samples[kind].append(_time(["sh", str(script)]))
                 elif kind == "playbook":
-                    samples[kind].append(_time(play, env))
+                    samples[kind].append(_time(play, {**env, "FLODL_BENCH_TIMES": str(times)}))
+                    events = read_events(times)
+                    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
+                    samples["per_host"].append(sum(per_host_seconds(costs).values()))
                 else:
                     samples[kind].append(_time([playbook_bin, str(empty), "-i", str(inv)], env))
         bad = [h.name for h in cluster if "__FLODL_END__" not in (work / "ssh-out" / h.name).read_text()]
@@ -156,6 +170,7 @@ def main() -> int:
     try:
         farm = _farm(work / "collections")
         env = dict(os.environ)
+        env.update(install_callback(work / "callbacks"))
         env.update(
             ANSIBLE_COLLECTIONS_PATH=str(farm),
             ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
@@ -171,10 +186,14 @@ def main() -> int:
             r = rows[-1]
             print(f"  N={n}: done ({r['median']['playbook']:.2f}s vs {r['median']['ssh']:.2f}s)", file=sys.stderr)
         print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; medians in seconds")
-        print(f"{'hosts':>5}  {'ssh & wait':>10}  {'playbook':>9}  {'ratio':>6}  {'empty play':>10}")
+        print("| hosts | ssh & wait | playbook | ratio | empty play | per-host tasks | ratio without them |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
-            m = r["median"]
-            print(f"{r['hosts']:>5}  {m['ssh']:>10.2f}  {m['playbook']:>9.2f}  {r['ratio']:>5.2f}x  {m['empty']:>10.2f}")
+            m, s = r["median"], r["samples"]
+            spread = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in s.items()}
+            print(f"| {r['hosts']} | {m['ssh']:.2f} ({spread['ssh']}) | {m['playbook']:.2f} ({spread['playbook']}) "
+                  f"| {r['ratio']:.2f}x | {m['empty']:.2f} | {m['per_host']:.2f} ({spread['per_host']}) "
+                  f"| {(m['playbook'] - m['per_host']) / m['ssh']:.2f}x |")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))

@@ -17,7 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     as_bool,
     fail_result,
@@ -71,11 +71,18 @@ class ActionModule(ActionBase):
         guard = le.recursion_guard(os.environ)
         counts: dict[str, tuple[int, int]] = {}
         envelope_text = envelope_source = None
+        preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
+        # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
+        reuse_dir = preflight.get(sshreuse_io.RESULT_KEY) if isinstance(preflight, dict) else None
+        reuse_dir = reuse_dir if isinstance(reuse_dir, str) and os.path.isdir(reuse_dir) else None
+        if reuse_dir and (check or guard is not None or not sshreuse_io.enabled(task_vars, self._templar)):
+            sshreuse_io.close_masters(reuse_dir)
+            reuse_dir = None
         if guard is None:
-            preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
             try:
                 counts, swept = launch_io.gpu_counts(ctx, preflight)
             except TopologyError as exc:
+                sshreuse_io.close_masters(reuse_dir)
                 return fail_result(result, exc.problems, "could not count the GPUs of `local_devices: all` workers")
             if swept:
                 display.display("flodl launch: counted GPUs over ssh (no preflight result in this play)")
@@ -91,10 +98,11 @@ class ActionModule(ActionBase):
         inputs = launch_io.launch_inputs(
             ctx, gpu_counts=counts, host_user=host_user, docker_service=docker_service,
             container_root=args["container_root"], envelope_text=envelope_text, testing=bool(testing),
-            guarded=guard is not None)
+            guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir)
         try:
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:
+            sshreuse_io.close_masters(reuse_dir)
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         if remote is not None and le.is_compose_command(plan.command):
             return fail_result(result, [
@@ -121,6 +129,7 @@ class ActionModule(ActionBase):
             overlay_path=plan.overlay_path, overlay=plan.overlay, launcher_root=plan.launcher_root, log_dir=log_dir,
             controller_identity=ctx.controller_identity, plan=lines, launch_warnings=warnings,
             gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
+            ssh_control_dir=reuse_dir,
             per_host={ctx.inventory_names.get(h, h): entry("ok", f"in the launched run, ranks {r}", ranks=r)
                       for h, r in ranks.items()},
         )

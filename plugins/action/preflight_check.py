@@ -13,10 +13,14 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight as 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import preflight_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
+from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
+    RunContext,
     fail_result,
+    launch_docker,
     launch_host_probe,
     read_run,
     run_lock_enabled,
@@ -60,9 +64,11 @@ class ActionModule(ActionBase):
                 build_argv = probe_argv(target, "uname -m", ctx.project_root)
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
         launch_host = launch_host_probe(self, task_vars, ctx) if "launch" in phases else None
+        # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
+        reuse_dir = self._reuse_dir(ctx, phases, task_vars) if launch_host is None else None
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                             timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
-                            launch_host=launch_host)
+                            launch_host=launch_host, reuse_dir=reuse_dir)
         controller, reports = found["controller"], found["hosts"]
         ordered = [controller, *reports.values()]
         totals = pf.collect(ordered)
@@ -84,8 +90,11 @@ class ActionModule(ActionBase):
         if self._task.check_mode:
             display.display("flodl preflight probes (check mode; the probe only reads):\n" + "\n".join(
                 f"  {h}: {r['probe_command']}" for h, r in reports.items() if "probe_command" in r))
-        if totals["failed_hosts"]:
+        if totals["failed_hosts"] or controller.get("errors"):
             data["failure"] = pf.failure_message(ordered, warnings).splitlines()
+            sshreuse_io.close_masters(reuse_dir)  # the run stops here: nothing will reuse them
+        elif reuse_dir:
+            data[sshreuse_io.RESULT_KEY] = reuse_dir
         result.update(data, changed=False, per_host=preflight_entries(reports, ctx.inventory_names))
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
@@ -93,3 +102,19 @@ class ActionModule(ActionBase):
         else:
             result["msg"] = f"flodl preflight: {len(reports)} worker(s), {len(totals['failed_hosts'])} failed"
         return result
+
+    def _reuse_dir(self, ctx: RunContext, phases: list[str], task_vars) -> str | None:
+        """This run's master-connection directory, when the launcher on this box will follow the probe."""
+        if "launch" not in phases or self._task.check_mode or not ctx.remotes:
+            return None
+        if not sshreuse_io.enabled(task_vars, self._templar) or le.recursion_guard(os.environ) is not None:
+            return None
+        if ctx.launch_command:
+            in_container = le.is_compose_command(ctx.launch_command)
+        else:
+            try:
+                in_container = launch_docker(None, task_vars, self._templar, ctx) is not None
+            except TopologyError:
+                return None  # the launch phase reports it
+        # A launcher inside a container sees no socket of this controller.
+        return None if in_container else sshreuse_io.make_dir()

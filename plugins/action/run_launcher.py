@@ -23,6 +23,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     var,
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
+from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -47,7 +48,15 @@ class ActionModule(ActionBase):
             "env": {"type": "dict", "default": {}}, "log_dir": {"type": "path"},
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
             "launch_host": {"type": "str", "default": "localhost"}, "detach": {"type": "bool", "default": False},
+            "ssh_control_dir": {"type": "path"},
         })
+        try:
+            return self._run(result, args)
+        finally:
+            # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
+            sshreuse_io.close_masters(args["ssh_control_dir"])
+
+    def _run(self, result, args):
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
         log_dir = args["log_dir"] or os.path.join(chdir, "target", "cluster", "logs")

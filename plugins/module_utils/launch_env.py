@@ -19,12 +19,14 @@ import ipaddress
 import json
 import re
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import cluster_with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     cluster_json,
     ordered_cluster,
@@ -187,12 +189,16 @@ def cluster_extra_hosts(
     """
     pairs: list[tuple[str, str]] = []
     warnings: list[str] = []
-    for worker in workers:
-        host = str(worker.get("host") or "")
+    names = [str(w.get("host") or "") for w in workers]
+    # One lookup per name, all at once: a name that does not resolve can cost a DNS timeout each.
+    wanted = sorted({n for n in names if n and not is_ip_literal(n)})
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(wanted)))) as pool:
+        answers = dict(zip(wanted, pool.map(lambda n: resolve_host_to_ip(n, resolver), wanted)))
+    for worker, host in zip(workers, names):
         if not host:
             continue
         target = str((worker.get("ssh") or {}).get("target") or "")
-        addr, warning = resolve_host_to_ip(host, resolver)
+        addr, warning = answers[host] if host in answers else resolve_host_to_ip(host, resolver)
         if addr is not None:
             pairs.append((host, addr))
         if warning and not target:
@@ -335,6 +341,7 @@ class LaunchInputs:
     project_dir: str | None = None
     controller_identity: str | None = None
     libtorch: Mapping[str, str] = field(default_factory=dict)
+    ssh_reuse_dir: str | None = None  # this run's master connections (module_utils.sshreuse); None: bytes as fdl's
 
 
 @dataclass
@@ -405,6 +412,9 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     populated["controller"]["host"] = shipped
     root_seen = launcher_root(command, root, inputs.container_root)
     shipped_cluster = rewrite_identity_files(populated, root_seen)
+    if inputs.ssh_reuse_dir and not compose:  # a launcher in a container sees no socket of this box
+        own = frozenset({inputs.controller_identity}) if inputs.controller_identity else frozenset()
+        shipped_cluster = cluster_with_reuse(shipped_cluster, inputs.ssh_reuse_dir, own)
     text = cluster_json(shipped_cluster)
 
     env: dict[str, str] = {

@@ -29,7 +29,8 @@ description:
     C(12.8.0) and C(12.8)). The cargo feature comes from the variant name, C(cuda), C(rocm) or none for C(cpu).
     Every token of a command is quoted as fdl-cli quotes it.
   - The variant directory C(<project_root>/libtorch/<arch>) must hold a C(lib/) directory on the build host.
-  - The first build runs alone (it warms the shared cargo registry), then every other build runs in parallel.
+  - The first build runs alone (it warms the shared cargo registry), then every other build runs in parallel; when the
+    first build's binary is already there (a rebuild, a no-op), all builds run in parallel at once.
     Every build runs to completion or to O(build_timeout); all failures are collected and reported in one message
     naming each host, its variant, the exact command, the tail of its output and the path of its full log
     (C(<target dir>/prebuild.log)).
@@ -466,41 +467,45 @@ def _env_text(env: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "project_root": {"type": "path", "required": True},
-            "project_dir": {"type": "path"},
-            "cmd": {"type": "str", "required": True},
-            "cmd_dir": {"type": "str", "default": ""},
-            "docker_service": {"type": "str"},
-            "dedupe": {"type": "bool", "default": True},
-            "workers": {
-                "type": "list",
-                "elements": "dict",
-                "required": True,
-                "options": {
-                    "host": {"type": "str", "required": True},
-                    "path": {"type": "str", "required": True},
-                    "arch": {"type": "str"},
-                },
-            },
-            "env": {"type": "dict", "default": {}},
-            "tail_lines": {"type": "int", "default": 20},
-            "envelope_file": {"type": "str"},
-            "build_timeout": {"type": "float", "default": DEFAULT_BUILD_TIMEOUT},
+# The module's arguments (also validated in-process when the build host is the controller itself).
+ARGUMENT_SPEC: dict[str, Any] = {
+    "project_root": {"type": "path", "required": True},
+    "project_dir": {"type": "path"},
+    "cmd": {"type": "str", "required": True},
+    "cmd_dir": {"type": "str", "default": ""},
+    "docker_service": {"type": "str"},
+    "dedupe": {"type": "bool", "default": True},
+    "workers": {
+        "type": "list",
+        "elements": "dict",
+        "required": True,
+        "options": {
+            "host": {"type": "str", "required": True},
+            "path": {"type": "str", "required": True},
+            "arch": {"type": "str"},
         },
-        supports_check_mode=True,
-    )
-    p = module.params
+    },
+    "env": {"type": "dict", "default": {}},
+    "tail_lines": {"type": "int", "default": 20},
+    "envelope_file": {"type": "str"},
+    "build_timeout": {"type": "float", "default": DEFAULT_BUILD_TIMEOUT},
+}
+
+
+def _failed(msg: str, **result: Any) -> dict[str, Any]:
+    return dict(result, failed=True, msg=msg)
+
+
+def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """Run the prebuild for validated arguments ``p``; the module result (``failed`` and ``msg`` on failure)."""
     if not p["build_timeout"] > 0:
-        module.fail_json(
+        return _failed(
             msg=f"build_timeout must be a positive number of seconds, got {p['build_timeout']}; "
             f"use e.g. {DEFAULT_BUILD_TIMEOUT} for an hour"
         )
     bad_env = [k for k, v in (p["env"] or {}).items() if not isinstance(v, str)]
     if bad_env:
-        module.fail_json(msg=f"env values must be strings; quote these in YAML: {', '.join(sorted(map(str, bad_env)))}")
+        return _failed(msg=f"env values must be strings; quote these in YAML: {', '.join(sorted(map(str, bad_env)))}")
     extra_env = {str(k): v for k, v in (p["env"] or {}).items()}
     try:
         plan = plan_prebuild(
@@ -513,7 +518,7 @@ def main() -> None:
             project_dir=p["project_dir"] or None,
         )
     except PrebuildError as exc:
-        module.fail_json(msg=f"flodl prebuild: {exc}")
+        return _failed(msg=f"flodl prebuild: {exc}")
     envelope_file = p["envelope_file"]
     if envelope_file is None:
         envelope_file = f"{plan.project_root.rstrip('/')}/{ENVELOPE_FILE_REL}"
@@ -543,7 +548,7 @@ def main() -> None:
         "envelope_file": envelope_file or "",
     }
 
-    if module.check_mode:
+    if check_mode:
         for step in runnable:
             for host in step.hosts:
                 hosts[host]["status"] = "would build" if host == step.host else "would link"
@@ -553,10 +558,10 @@ def main() -> None:
         if failures:
             result["failed_hosts"] = [h for h in order if h in failures]
             result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
-            module.fail_json(msg=format_failures([failures[h] for h in order if h in failures]), **result)
+            return _failed(msg=format_failures([failures[h] for h in order if h in failures]), **result)
         envelope = plan.envelope()
         result.update(envelope=envelope, envelope_json=envelope_json(envelope) if envelope else "")
-        module.exit_json(**result)
+        return result
 
     previous_envelope = None
     if envelope_file:
@@ -577,9 +582,13 @@ def main() -> None:
         def run(step: BuildStep) -> dict[str, Any]:
             return _run_step(step, extra_env, native, tail_count, timeout, root)
 
-        first = run(runnable[0])
-        ran[first["host"]] = first
-        rest = runnable[1:]
+        # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
+        # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.
+        rest = runnable
+        if not os.path.isfile(runnable[0].binary):
+            first = run(runnable[0])
+            ran[first["host"]] = first
+            rest = runnable[1:]
         if rest:
             with ThreadPoolExecutor(max_workers=len(rest)) as pool:
                 for out in pool.map(run, rest):
@@ -639,7 +648,7 @@ def main() -> None:
         result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
         result["changed"] = changed or previous_envelope is not None
         built = sum(1 for b in builds if b.get("status") in ("built", "up to date"))
-        module.fail_json(msg=format_failures([failures[h] for h in order if h in failures], built), **result)
+        return _failed(msg=format_failures([failures[h] for h in order if h in failures], built), **result)
 
     envelope = plan.envelope()
     # No remote worker: fdl-cli leaves FLODL_INTERNAL_PREBUILD_PER_HOST unset, so hand over "" (= unset).
@@ -649,12 +658,20 @@ def main() -> None:
             try:
                 _write(envelope_file, text)
             except OSError as exc:
-                module.fail_json(msg=f"flodl prebuild: every build succeeded but the envelope file could not be "
-                                 f"written: {_os_error_text(exc)}", **result)
+                return _failed(msg=f"flodl prebuild: every build succeeded but the envelope file could not be "
+                               f"written: {_os_error_text(exc)}", **result)
             changed = changed or previous_envelope != text
         else:
             changed = changed or previous_envelope is not None
     result.update(changed=changed, envelope=envelope, envelope_json=text)
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = build(module.params, module.check_mode)
+    if result.pop("failed", False):
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

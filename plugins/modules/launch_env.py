@@ -148,4 +148,11 @@ launch_warnings:
   returned: success
   type: list
   elements: str
+ssh_control_dir:
+  description:
+    - The directory of the ssh master connections the preflight probe left for this run (C(flodl_ssh_reuse), on by
+      default), whose options were added to each remote worker's C(ssh.options) in the topology; null when the
+      connections are not shared. Hand it to M(flodl.cluster.run_launcher), which closes them.
+  returned: success
+  type: str
 """

@@ -62,6 +62,13 @@ options:
     description: Shell used to run O(command).
     type: str
     default: /bin/sh
+  ssh_control_dir:
+    description:
+      - The directory of this run's ssh master connections (the C(ssh_control_dir) that
+        M(flodl.cluster.launch_env) returns when C(flodl_ssh_reuse) is on). Every master in it is closed with
+        C(ssh -O exit) and the directory removed when the launch command ends, however it ends.
+    type: path
+    version_added: "0.2.0"
 attributes:
   check_mode:
     description: Check mode shows the command and runs nothing.

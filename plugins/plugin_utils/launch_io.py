@@ -139,7 +139,7 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
 
 def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]], host_user: str | None,
                   docker_service: str | None, container_root: str, envelope_text: str | None, testing: bool,
-                  guarded: bool) -> le.LaunchInputs:
+                  guarded: bool, ssh_reuse_dir: str | None = None) -> le.LaunchInputs:
     """Everything the launch environment depends on, read from the run model and this machine."""
     return le.LaunchInputs(
         cluster=ctx.cluster, project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
@@ -149,6 +149,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
         local_gpu_counts=local_gpu_counts() if testing and not guarded else None,
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
+        ssh_reuse_dir=ssh_reuse_dir,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
 from ansible_collections.flodl.cluster.plugins.module_utils import remote_launch, runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
@@ -72,11 +73,13 @@ def sweep(
     max_parallel: int,
     live_binaries: Mapping[str, str] | None = None,
     launch_host: tuple[str, list[str]] | None = None,
+    reuse_dir: str | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
     ``live_binaries`` (host -> absolute rank binary) adds the run-lock check to the same probe: is
-    another run's rank already running there?
+    another run's rank already running there? ``reuse_dir``: each probe leaves a master connection
+    there for the launcher's fan-out (module_utils.sshreuse).
     """
     live_binaries = live_binaries or {}
     launch_name, launch_argv = launch_host if launch_host else (None, None)
@@ -90,7 +93,7 @@ def sweep(
         script = pf.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
         if worker["host"] in live_binaries:
             script += "; " + runlock.running_script(live_binaries[worker["host"]])
-        jobs[worker["host"]] = probe_argv(worker, pf.remote_command(script), ctx.project_root)
+        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf.remote_command(script), ctx.project_root)
         plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
     if build_host_argv is not None and jobs:

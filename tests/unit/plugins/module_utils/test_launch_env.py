@@ -6,7 +6,9 @@ import json
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 
 
@@ -607,3 +609,72 @@ def test_guarded_run_sets_nothing_and_forwards_nothing():
     )
     assert plan.guarded and plan.env == {}
     assert "FLODL_TESTING_CLUSTER_JSON" not in plan.command
+
+
+# ---------------------------------------------------------------- connection reuse (issue 12)
+
+DIR = "/tmp/flodl-ssh-abc123"
+OPTS = ["ControlMaster=auto", "ControlPath=/tmp/flodl-ssh-abc123/%C", "ControlPersist=120"]
+
+
+def _plan(reuse_dir, **extra):
+    resolve = resolver_from({"ctl.example": ["127.0.1.1", "10.1.2.3"], "gpu-a": ["10.1.2.3"]})
+    envelope = '{"gpu-b":{"bin":"target/cluster/gpu-b/precompiled-rocm63/release/train"}}'
+    inputs = dict(cluster=cluster3(), project_root="/opt/proj/", cmd="train", gpu_counts={"gpu-b": (0, 3)},
+                  fdl_env="cluster", host_user="alice", prebuild_envelope_json=envelope, net_timeout_scale=" 2.0 ")
+    inputs.update(extra)
+    return le.prepare_launch(le.LaunchInputs(**inputs, ssh_reuse_dir=reuse_dir), resolve)
+
+
+@pytest.mark.parametrize("off", [None, ""])
+def test_reuse_off_leaves_the_topology_bytes_exactly_as_without_the_feature(off):
+    plan = _plan(off)
+    assert plan.topology_json == EXPECTED_JSON
+    assert plan.env["FLODL_INTERNAL_FULL_CLUSTER_JSON"] == EXPECTED_JSON.encode().hex()
+
+
+def test_reuse_on_appends_the_three_options_to_every_remote_worker_and_nothing_else():
+    plan = _plan(DIR)
+    got, want = json.loads(plan.topology_json), json.loads(EXPECTED_JSON)
+    assert got["workers"][0]["ssh"] == {"options": OPTS}
+    assert got["workers"][1]["ssh"]["options"] == OPTS
+    assert got["workers"][2]["ssh"]["options"] == ["ConnectTimeout=3", *OPTS]
+    for g, w in zip(got["workers"], want["workers"]):
+        g.pop("ssh"), w.pop("ssh", None)
+        assert g == w
+    assert {k: v for k, v in got.items() if k != "workers"} == {k: v for k, v in want.items() if k != "workers"}
+
+
+def test_reuse_skips_the_controllers_own_worker_and_a_compose_launch():
+    plan = _plan(DIR, controller_identity="gpu-a")
+    assert "ssh" not in json.loads(plan.topology_json)["workers"][0]
+    compose = _plan(DIR, docker_service="cuda")
+    assert "ControlMaster=auto" not in compose.topology_json
+
+
+@pytest.mark.parametrize("own", [["ControlMaster=no"], ["controlpath=/home/u/.ssh/cm-%C"]])
+def test_a_users_own_sharing_is_never_overridden(own):
+    worker = {"host": "w", "ssh": {"options": ["ConnectTimeout=3", *own]}}
+    assert sshreuse.with_reuse(worker, DIR) is worker
+    assert not sshreuse.shares(worker)
+
+
+def test_with_reuse_copies_and_none_dir_is_identity():
+    worker = {"host": "w", "ssh": {"user": "u", "options": ["A=1"]}}
+    assert sshreuse.with_reuse(worker, None) is worker
+    out = sshreuse.with_reuse(worker, DIR + "/")
+    assert worker["ssh"]["options"] == ["A=1"] and out["ssh"]["options"] == ["A=1", *OPTS]
+
+
+def test_probe_and_launcher_reach_the_same_socket():
+    worker = sshreuse.with_reuse({"host": "w", "ssh": {"user": "u", "port": 2222, "target": "10.0.0.9"}}, DIR)
+    probe, launch = probe_argv(worker, "true"), launcher_argv(worker, "true")
+    for argv in (probe, launch):
+        for opt in OPTS:
+            assert argv[argv.index(opt) - 1] == "-o"
+        assert argv[-2] == "10.0.0.9" and "2222" in argv and "u" in argv
+
+
+def test_directory_length_bound():
+    assert sshreuse.dir_fits("/tmp/flodl-ssh-abcdefgh")
+    assert not sshreuse.dir_fits("/" + "x" * 80)

@@ -1,0 +1,334 @@
+"""End to end: ``cluster_train`` against the raw pipeline fdl-cli runs (issue 12).
+
+For each N it brings up N namespace ssh hosts (tests/harness/netns_cluster.py) sharing one copy of
+the demo crate (examples/demo, two libtorch variants alternating over the hosts), builds the binaries
+once, then times, in the same run and interleaved, for several repetitions:
+
+* ``raw``: what a careful operator would script, doing what fdl-cli does: the preflight probe by plain
+  parallel ssh (one ``ssh ... &`` per host with the plugin's own argv and probe, ``wait``), a no-op
+  ``cargo build`` per distinct variant (in parallel, the plugin's own commands and environments), then
+  the launcher: the demo's stand-in (examples/demo/standin_launcher.py) with the environment fdl-cli
+  prepares (recorded from the playbook with reuse off), which runs flodl's orphan cleanup, one ssh
+  per host with flodl's argv running the prebuilt binary (which exits at once), the cleanup again;
+* ``playbook``: ``ansible-playbook flodl.cluster.cluster_train`` (collection installed from its
+  tarball) on the same hosts, same variants, same launcher and rank, connection reuse on (default);
+* ``no-reuse``: the same with ``-e flodl_ssh_reuse=false`` (every ssh pays its own handshake);
+* ``empty``: ``ansible-playbook`` of a play with no task (Ansible's own start-up, for reading).
+
+A tiny callback plugin (bench/_timing.py) records every task's start, which gives the playbook's
+phases: start-up (spawn to the first task), validate, preflight, prebuild, launch (until the launch
+command, i.e. the last rank, exited) and tail (artifacts, per-host results, recap, exit), and the
+cost of the per-host tasks (argument-spec validation, worker_result). Each run's output is checked.
+Needs root (network namespaces) and cargo.
+
+The worker names resolve on the controller, as in a real cluster: the bench runs in a private mount
+namespace of its own (``unshare --mount``) with an ``/etc/hosts`` that adds ``<ip> h<i>`` for its hosts,
+so nothing on the machine changes. (Unresolvable names cost a DNS timeout each, to fdl-cli as to the
+collection: both resolve every worker's ``host`` for the launcher's extra hosts.)
+
+    python bench/cluster_train_bench.py [--sizes 8,32] [--reps 5]
+        [--ansible-playbook /work/main/.venv/ansible-2.19/bin/ansible-playbook] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "examples" / "demo"
+sys.path.insert(0, str(REPO / "tests" / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import install_callback, per_host_seconds, read_events, task_costs  # noqa: E402
+from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
+
+VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
+RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n"
+KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo"]
+PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
+EXTRA = ["prebuild step"]
+
+
+def install_collection(work: Path, galaxy: str) -> Path:
+    """Build the tarball from this checkout and install it, as an operator would."""
+    out = work / "dist"
+    subprocess.run([galaxy, "collection", "build", str(REPO), "--output-path", str(out), "--force"],
+                   check=True, capture_output=True)
+    tarball = next(out.glob("flodl-cluster-*.tar.gz"))
+    dest = work / "collections"
+    subprocess.run([galaxy, "collection", "install", str(tarball), "-p", str(dest), "--force", "--offline"],
+                   check=True, capture_output=True)
+    sys.path.insert(0, str(dest))
+    return dest
+
+
+def inventory(cluster: Cluster, project: Path, path: Path, **extra) -> Path:
+    # No harness ControlPath (a user setting the collection never overrides): cold connections unless reused.
+    common = " ".join(f"-o {o}" for o in cluster.ssh_options)
+    host_vars = {
+        h.name: {"flodl_path": str(project), "flodl_arch": VARIANTS[i % len(VARIANTS)], "flodl_local_devices": [0],
+                 "flodl_nccl_socket_ifname": "eth0", "ansible_ssh_common_args": common}
+        for i, h in enumerate(cluster)
+    }
+    group = {
+        "flodl_controller_host": cluster.controller_ip, "flodl_controller_path": str(project),
+        "flodl_cmd": "train", "flodl_launch_command": "python3 standin_launcher.py",
+        "flodl_cluster_env": {"FLODL_DEMO_STEPS": "0", "FLODL_DEMO_STEP_MS": "0"},
+    }
+    group.update(extra)
+    return cluster.write_inventory(path, group, host_vars)
+
+
+def raw_script(cluster: Cluster, project: Path, launch_env: dict[str, str], work: Path) -> Path:
+    """probe sweep; no-op cargo build per variant, in parallel; the launcher (fdl-cli's pipeline)."""
+    from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
+    from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote as q
+    from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
+    from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
+
+    out = work / "raw-out"
+    out.mkdir(exist_ok=True)
+    workers = []
+    for i, h in enumerate(cluster):
+        ssh = {"target": h.ip, "user": cluster.login_user, "identity_file": str(cluster.key_path),
+               "options": list(cluster.ssh_options)}
+        workers.append({"host": h.name, "ssh": ssh, "path": str(project), "arch": VARIANTS[i % len(VARIANTS)],
+                        "local_devices": [0]})
+    lines = ["#!/bin/sh", "# 1. preflight probe: one ssh per host, in parallel"]
+    for w in workers:
+        probe = pf.remote_command(pf.probe_script(effective_data_path(w)[0], abi=True, gpus=False))
+        argv = probe_argv(w, probe)
+        lines.append(" ".join(q(a) for a in argv) + f" </dev/null >{out}/probe-{w['host']} 2>&1 &")
+    lines += ["wait", "# 2. no-op cargo build per distinct variant, in parallel"]
+    plan = plan_prebuild(str(project), "train", workers)
+    for step in plan.steps:
+        env = " ".join(f"{k}={q(v)}" for k, v in sorted(step.env.items()))
+        lines.append(f"(cd {q(step.cwd)} && env {env} sh -c {q(step.command)}) </dev/null "
+                     f">{out}/build-{step.host} 2>&1 &")
+    lines += ["wait", "# 3. the launcher: cleanup, one ssh per host running the prebuilt binary, wait, cleanup"]
+    env = " ".join(f"{k}={q(v)}" for k, v in sorted(launch_env.items()))
+    lines.append(f"cd {q(str(project))} && env {env} python3 standin_launcher.py </dev/null >{out}/launcher 2>&1")
+    path = work / f"raw-{len(workers)}.sh"
+    path.write_text("\n".join(lines) + "\n")
+    start = lines.index("# 2. no-op cargo build per distinct variant, in parallel")
+    stop = lines.index("# 3. the launcher: cleanup, one ssh per host running the prebuilt binary, wait, cleanup")
+    (work / f"cargo-{len(workers)}.sh").write_text("\n".join(["#!/bin/sh", *lines[start:stop]]) + "\n")
+    return path
+
+
+def check_raw(cluster: Cluster, work: Path, steps: int) -> None:
+    out = work / "raw-out"
+    bad = [h.name for h in cluster if "__FLODL_END__" not in (out / f"probe-{h.name}").read_text()]
+    launcher = (out / "launcher").read_text()
+    bad += [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in launcher]
+    builds = list(out.glob("build-*"))
+    if len(builds) != steps or any("Finished" not in p.read_text() for p in builds) or bad:
+        raise RuntimeError(f"raw pipeline incomplete on {bad}:\n{launcher[-2000:]}")
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    return t0, proc
+
+
+def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
+    if times.exists():
+        times.unlink()
+    t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
+    end = time.monotonic()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
+    missing = [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in proc.stdout]
+    if missing:
+        raise RuntimeError(f"ranks did not run on {missing}")
+    events = read_events(times)
+    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
+    starts = {}
+    for name, start, _sec in costs:
+        key = ("preflight" if "preflight :" in name else "prebuild" if "prebuild :" in name
+               else "launch" if "launch :" in name else "validate")
+        starts.setdefault(key, start)
+    launch_end = next(s + d for n, s, d in costs if "Run the launch command" in n)
+    first = costs[0][1]
+    phases = {
+        "startup": first - t0,
+        "validate": starts["preflight"] - first,
+        "preflight": starts["prebuild"] - starts["preflight"],
+        "prebuild": starts["launch"] - starts["prebuild"],
+        "launch": launch_end - starts["launch"],
+        "tail": end - launch_end,
+    }
+    phases["prebuild step"] = next(d for n, _s, d in costs if "Build on the build host" in n)
+    return {"total": end - t0, "phases": phases, "per_host": per_host_seconds(costs),
+            "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
+
+
+def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], work: Path) -> dict:
+    shared = SHARED_BASE / f"ctbench-{os.getpid()}-{n}"
+    shared.mkdir(parents=True, exist_ok=True)
+    os.chmod(shared, 0o755)
+    project = shared / "proj"
+    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
+    os.chmod(project, 0o755)
+    (project / "record_env.py").write_text(RECORDER)
+    cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / f"state-{n}", shared_root=shared)
+    cluster.up()
+    hosts_file = work / f"hosts-{n}"
+    hosts_file.write_text(Path("/etc/hosts").read_text() + "".join(f"{h.ip} {h.name}\n" for h in cluster))
+    subprocess.run(["mount", "--bind", str(hosts_file), "/etc/hosts"], check=True)  # this namespace only
+    try:
+        inv = inventory(cluster, project, work / f"inv-{n}.json")
+        play = [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.cluster_train"]
+        # Build the binaries once; then record fdl-cli's launch environment (reuse off: fdl-cli's bytes).
+        _t, proc = run(play, env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"first build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+        record = work / f"launch-env-{n}.json"
+        rec_inv = inventory(cluster, project, work / f"inv-rec-{n}.json",
+                            flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
+        _t, proc = run([bins["ansible-playbook"], "-i", str(rec_inv), "flodl.cluster.cluster_train"], env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"recording run failed:\n{proc.stdout[-4000:]}")
+        recorded = json.loads(record.read_text())
+        print(f"  N={n}: launch environment {sorted(k for k in recorded if os.environ.get(k) != recorded[k])}",
+              file=sys.stderr)
+        # What the launch phase added (fdl-cli's own variables), not what Ansible's process carries.
+        launch_env = {k: v for k, v in recorded.items() if os.environ.get(k) != v and (
+            k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_")) or k in ("HOSTNAME", "LD_LIBRARY_PATH"))}
+        steps = len(VARIANTS) if n >= len(VARIANTS) else n
+        script = raw_script(cluster, project, launch_env, work)
+        empty = work / "empty.yml"
+        empty.write_text("- name: Nothing\n  hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+        times = work / "times.json"
+        samples: dict[str, list] = {k: [] for k in KINDS}
+        # one untimed round of the raw side (page cache)
+        subprocess.run(["sh", str(script)], check=True)
+        for rep in range(reps):
+            order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]  # rotate: each kind leads once
+            for kind in order:
+                if kind == "raw":
+                    t0, proc = run(["sh", str(script)])
+                    samples[kind].append({"total": time.monotonic() - t0})
+                    check_raw(cluster, work, steps)
+                elif kind == "cargo":  # cargo's own no-op per variant, in parallel (item 4's yardstick)
+                    t0, proc = run(["sh", str(work / f"cargo-{n}.sh")])
+                    samples[kind].append({"total": time.monotonic() - t0})
+                elif kind == "empty":
+                    t0, proc = run([bins["ansible-playbook"], str(empty), "-i", str(inv)], env)
+                    samples[kind].append({"total": time.monotonic() - t0})
+                else:
+                    argv = play + (["-e", "flodl_ssh_reuse=false"] if kind == "no-reuse" else [])
+                    samples[kind].append(timed_playbook(argv, env, times, cluster))
+        return summarize(n, reps, samples, steps)
+    finally:
+        subprocess.run(["umount", "/etc/hosts"], check=False)
+        cluster.down()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def stat(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(n: int, reps: int, samples: dict[str, list], steps: int) -> dict:
+    totals = {k: stat([s["total"] for s in v]) for k, v in samples.items()}
+    phases = {k: {p: stat([s["phases"][p] for s in samples[k]]) for p in PHASES + EXTRA} for k in ("playbook", "no-reuse")}
+    per_host = {k: {p: stat([s["per_host"][p] for s in samples[k]]) for p in ("argspec", "worker_result")}
+                for k in ("playbook", "no-reuse")}
+    return {"hosts": n, "reps": reps, "variants": steps, "totals": totals, "phases": phases, "per_host": per_host,
+            "ratio": totals["playbook"]["median"] / totals["raw"]["median"],
+            "ratio_no_reuse": totals["no-reuse"]["median"] / totals["raw"]["median"],
+            "tasks": samples["playbook"][-1]["tasks"], "samples": samples}
+
+
+def fmt(s: dict[str, float]) -> str:
+    return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--sizes", default="8,32")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    reason = require_root()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    if os.environ.get("FLODL_BENCH_MOUNT_NS") != "1":  # a private mount namespace, for /etc/hosts
+        env = dict(os.environ, FLODL_BENCH_MOUNT_NS="1")
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv],
+                              env=env, check=False).returncode
+    playbook = Path(args.ansible_playbook)
+    if not playbook.exists() or shutil.which("cargo") is None:
+        print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
+        return 2
+    bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
+    work = Path(tempfile.mkdtemp(prefix="flodl-ct-bench-"))
+    try:
+        dest = install_collection(work, bins["ansible-galaxy"])
+        env = dict(os.environ)
+        env.update(install_callback(work / "callbacks"))
+        env.update(
+            ANSIBLE_COLLECTIONS_PATH=str(dest), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_NOCOLOR="1",
+            ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
+            ANSIBLE_HOST_KEY_CHECKING="false",
+        )
+        version = subprocess.run([str(playbook), "--version"], capture_output=True, text=True,
+                                 check=False).stdout.splitlines()[0]
+        rows = []
+        for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
+            load0 = os.getloadavg()[0]
+            rows.append(bench_size(n, args.reps, bins, env, work))
+            rows[-1]["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+            print(f"  N={n}: done (ratio {rows[-1]['ratio']:.2f}x)", file=sys.stderr)
+        print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; median (min-max) in seconds")
+        print("| hosts | raw pipeline | cluster_train | ratio | no reuse | ratio | empty play | load |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            t = r["totals"]
+            print(f"| {r['hosts']} | {fmt(t['raw'])} | {fmt(t['playbook'])} | {r['ratio']:.2f}x | "
+                  f"{fmt(t['no-reuse'])} | {r['ratio_no_reuse']:.2f}x | {fmt(t['empty'])} | "
+                  f"{r['load'][0]}-{r['load'][1]} |")
+        print("\ncluster_train by phase (reuse on / off), median (min-max) in seconds")
+        print("| hosts | " + " | ".join(PHASES) + " | per-host tasks (argspec + worker_result) |")
+        print("| ---: |" + " ---: |" * (len(PHASES) + 1))
+        for r in rows:
+            for kind in ("playbook", "no-reuse"):
+                ph, pht = r["phases"][kind], r["per_host"][kind]
+                label = f"{r['hosts']}{'' if kind == 'playbook' else ' off'}"
+                print(f"| {label} | " + " | ".join(fmt(ph[p]) for p in PHASES)
+                      + f" | {pht['argspec']['median']:.2f} + {pht['worker_result']['median']:.2f} |")
+        print("\nno-op prebuild vs cargo's own no-op per variant in parallel, median (min-max) in seconds")
+        print("| hosts | variants | cargo no-op | prebuild step | ratio | prebuild phase | ratio |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            c, ph = r["totals"]["cargo"], r["phases"]["playbook"]
+            print(f"| {r['hosts']} | {r['variants']} | {fmt(c)} | {fmt(ph['prebuild step'])} | "
+                  f"{ph['prebuild step']['median'] / c['median']:.2f}x | {fmt(ph['prebuild'])} | "
+                  f"{ph['prebuild']['median'] / c['median']:.2f}x |")
+        for r in rows:
+            print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
+            for name, sec in r["tasks"]:
+                print(f"  {sec:6.3f}  {name}")
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""One ssh handshake per worker per cluster_train run (issue 12, item 2), on real namespace hosts.
+
+With ``flodl_ssh_reuse`` on (the default), the preflight probe leaves a master connection per worker
+and the launcher's ssh (the stand-in's pre-spawn cleanup, its fan-out and its post-exit cleanup, as
+flodl's launcher does, docs/launcher-contract.md §3f/§3g) rides it: each worker's sshd logs exactly
+one accepted login for the whole run. With it off, every ssh pays its own handshake: the probe plus
+the launcher's three. Either way no master process, socket or directory is left behind.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, need, run_ansible
+
+DEMO = REPO_ROOT / "examples" / "demo"
+ARCH = {"h1": "precompiled/cu128", "h2": "precompiled/cu128", "h3": "precompiled/rocm63"}
+
+
+def _project(dest: Path) -> Path:
+    need(shutil.which("cargo") is not None, "cargo is needed to build the demo project")
+    shutil.copytree(DEMO, dest, ignore=shutil.ignore_patterns("target"))
+    os.chmod(dest, 0o755)
+    return dest
+
+
+def _inventory(cluster, project: Path, path: Path) -> Path:
+    # The harness's own inventory sets a ControlPath (its user setting, which the collection never
+    # overrides): leave it out so the run's own sharing applies.
+    common = " ".join(f"-o {o}" for o in cluster.ssh_options)
+    host_vars = {
+        h: {"flodl_path": str(project), "flodl_arch": arch, "flodl_local_devices": [0],
+            "flodl_nccl_socket_ifname": "eth0", "ansible_ssh_common_args": common}
+        for h, arch in ARCH.items()
+    }
+    group = {
+        "flodl_controller_host": cluster.controller_ip, "flodl_controller_path": str(project),
+        "flodl_cmd": "train", "flodl_launch_command": "python3 standin_launcher.py",
+        "flodl_cluster_env": {"FLODL_DEMO_STEPS": "1", "FLODL_DEMO_STEP_MS": "10"},
+    }
+    return cluster.write_inventory(path, group, host_vars)
+
+
+def _logins(cluster) -> dict[str, int]:
+    return {h.name: h.log().count("Accepted publickey") for h in cluster}
+
+
+def _our_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "flodl-ssh-*")) + glob.glob("/tmp/flodl-ssh-*"))
+
+
+def _masters(dirs_before: set[str]) -> list[str]:
+    """ssh master processes of a run of ours (their argv names our ControlPath)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if argv.startswith("ssh") and "ControlPath=" in argv and "/flodl-ssh-" in argv and not any(
+                d in argv for d in dirs_before):
+            found.append(argv)
+    return found
+
+
+@pytest.mark.parametrize("reuse, expected", [(True, 1), (False, 4)])
+def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3, netns_shared_dir, tmp_path,
+                                                 reuse, expected):
+    cluster = cluster3
+    project = _project(netns_shared_dir / "proj")
+    inv = _inventory(cluster, project, tmp_path / "inv.json")
+    argv = ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"]
+    # A first run builds the binaries; the counted run is the no-op one an operator repeats.
+    assert run_ansible(installed_collection, argv).returncode == 0
+    before, dirs = _logins(cluster), _our_dirs()
+    proc = run_ansible(installed_collection, [*argv, "-e", f"flodl_ssh_reuse={str(reuse).lower()}"])
+    assert proc.returncode == 0
+    for host in ARCH:
+        assert f"[standin-launcher] {host}: exited with status 0" in proc.stdout
+        assert f"[{host}] step 1 loss" in proc.stdout
+    after = _logins(cluster)
+    # the probe, plus the launcher's pre-spawn cleanup, fan-out and post-exit cleanup (without reuse)
+    assert {h: after[h] - before[h] for h in after} == {h: expected for h in ARCH}
+    assert ("ControlMaster=auto" in proc.stdout) is reuse  # the launch plan shows the topology's options
+    assert _our_dirs() <= dirs, "the run's control directory was left behind"
+    assert not _masters(dirs), "an ssh master outlived the play"
