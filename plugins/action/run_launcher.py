@@ -49,6 +49,7 @@ class ActionModule(ActionBase):
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
             "launch_host": {"type": "str", "default": "localhost"}, "detach": {"type": "bool", "default": False},
             "ssh_control_dir": {"type": "path"},
+            "timeout": {"type": "float", "default": 0},
         })
         try:
             return self._run(result, args)
@@ -96,7 +97,8 @@ class ActionModule(ActionBase):
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
             display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log_path})")
-            outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data)
+            outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data,
+                                   float(args["timeout"]) or None)
         finally:
             log.close()
         rc = outcome.rc
@@ -112,6 +114,11 @@ class ActionModule(ActionBase):
                 f"the launch command was interrupted by {name}: its process group was stopped "
                 f"({outcome.stop_note}); orphan cleanup: {cleanup}; log: {log_path}"))
             hand_back_signal(outcome)
+            return result
+        if outcome.timed_out:
+            result.update(failed=True, timed_out=True, msg=(
+                f"the launch command did not finish within flodl_launch_timeout={args['timeout']:g}s: its process "
+                f"group was stopped (TERM, then KILL after {args['grace_seconds']:g}s); log: {log_path}"))
             return result
         if rc != 0:
             how = f"signal {-rc}" if rc < 0 else f"code {rc}"

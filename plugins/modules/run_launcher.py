@@ -50,6 +50,12 @@ options:
       - C(flodl_launch_forward_agent=true) forwards the job's ssh-agent there.
     type: str
     default: localhost
+  timeout:
+    description:
+      - Seconds the command may run before it is stopped as an interrupt would stop it, and the task fails
+        with C(timed_out). V(0) means no limit.
+    type: float
+    default: 0
   detach:
     description:
       - Start the command detached on the launch host (its own session, output appended to a log under

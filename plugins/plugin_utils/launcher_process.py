@@ -87,6 +87,7 @@ class RunOutcome:
     interrupted: int | None = None
     stop_note: str = ""
     previous_handler: Any = None
+    timed_out: bool = False
 
 
 def run_streamed(
@@ -97,12 +98,16 @@ def run_streamed(
     show: Callable[[str], None],
     grace: float,
     stdin_data: bytes | None = None,
+    timeout: float | None = None,
 ) -> RunOutcome:
     """Run ``argv``; every output line goes to ``log`` (bytes) and to ``show``; stop cleanly on a signal.
 
     With ``stdin_data`` (a remote launch over ssh) the data is written and stdin kept open: closing it
     is how the remote wrapper learns to stop its session, so a stop closes stdin first and gives the
     far side the grace period (plus the way back) before ssh itself is stopped.
+
+    ``timeout`` (seconds) bounds the whole run: past it the command is stopped the same way and the
+    outcome says ``timed_out``.
     """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     interrupted: int | None = None
@@ -114,6 +119,8 @@ def run_streamed(
         raise _Interrupted(signum)
 
     proc: subprocess.Popen | None = None
+    watchdog: threading.Timer | None = None
+    timed_out = threading.Event()
     done = threading.Event()
     threading.Thread(target=_watch_parent, args=(os.getppid(), done), daemon=True).start()
     try:
@@ -128,6 +135,10 @@ def run_streamed(
         if stdin_data is not None and proc.stdin is not None:
             proc.stdin.write(stdin_data)
             proc.stdin.flush()
+        if timeout:
+            watchdog = threading.Timer(timeout, _stop_on_timeout, args=(proc, grace, timed_out))
+            watchdog.daemon = True
+            watchdog.start()
         for raw in iter(proc.stdout.readline, b""):
             log.write(raw)
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -155,6 +166,8 @@ def run_streamed(
         rc = proc.returncode if proc is not None and proc.returncode is not None else -interrupted
     finally:
         done.set()
+        if watchdog is not None:
+            watchdog.cancel()
         if proc is not None and proc.stdin is not None:
             _close_quietly(proc.stdin)
         if proc is not None and proc.poll() is None:
@@ -164,7 +177,23 @@ def run_streamed(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     return RunOutcome(rc=rc, seconds=round(time.monotonic() - start, 3), tail=list(tail), interrupted=interrupted,
-                      stop_note=stop_note, previous_handler=previous.get(interrupted) if interrupted else None)
+                      stop_note=stop_note, previous_handler=previous.get(interrupted) if interrupted else None,
+                      timed_out=timed_out.is_set())
+
+
+def _stop_on_timeout(proc: subprocess.Popen, grace: float, flag: threading.Event) -> None:
+    """The launch timeout: stop the command as an interrupt would (the reader then sees EOF)."""
+    if proc.poll() is not None:
+        return
+    flag.set()
+    if proc.stdin is not None:
+        _close_quietly(proc.stdin)
+        try:
+            proc.wait(timeout=grace + 5)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    stop_group(proc, grace)
 
 
 def hand_back_signal(outcome: RunOutcome) -> None:

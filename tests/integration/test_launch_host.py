@@ -201,3 +201,19 @@ def test_detached_run_then_status_then_teardown(installed_collection, cluster3, 
     after = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.status"])
     assert f"flodl run {run_id} on h1: launcher ended" in after.stdout
     assert after.stdout.count("0 rank process(es) of ") == 3
+
+
+def test_a_launch_timeout_stops_the_run_and_cleans_the_workers(installed_collection, cluster3, netns_shared_dir,
+                                                               tmp_path):
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
+                          flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
+                          flodl_launch_command=STANDIN, flodl_launch_grace_seconds=2)
+    start = time.monotonic()
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_timeout=20"])
+    took = time.monotonic() - start
+    assert proc.returncode != 0
+    assert "the launch command did not finish within flodl_launch_timeout=20s" in proc.stdout
+    assert took < 150, took
+    assert rank_processes(f"{project}/target/cluster/") == []  # the orphan cleanup ran before the play ended
+    assert not _launchers(project)

@@ -69,3 +69,24 @@ def test_closing_stdin_stops_the_whole_session(tmp_path):
             break
         assert time.monotonic() < deadline, "the background child survived the stop"
         time.sleep(0.05)
+
+
+def test_a_launch_timeout_stops_the_command_and_says_so(tmp_path):
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import run_streamed
+
+    class Log:
+        def __init__(self):
+            self.data = b""
+
+        def write(self, data):
+            self.data += data
+
+    log, shown = Log(), []
+    start = time.monotonic()
+    outcome = run_streamed(["sh", "-c", "echo started; sleep 300 & wait"], str(tmp_path), dict(os.environ), log,
+                           shown.append, grace=1, timeout=1.5)
+    assert outcome.timed_out is True
+    assert time.monotonic() - start < 10
+    assert outcome.rc != 0 and shown == ["started"]
+    quick = run_streamed(["sh", "-c", "exit 3"], str(tmp_path), dict(os.environ), log, shown.append, grace=1, timeout=30)
+    assert quick.timed_out is False and quick.rc == 3
