@@ -620,8 +620,8 @@ def test_join_token_reaches_the_launcher_but_not_the_logs(installed_collection, 
 # --------------------------------------------------------------------------- libtorch variables (fdl-cli parity)
 
 
-def test_native_launch_gets_the_libtorch_variables_fdl_cli_sets(installed_collection, cluster3, netns_shared_dir,
-                                                                 tmp_path):
+def test_native_launch_gets_the_libtorch_variables_fdl_cli_sets(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
     """The launched process gets what fdl-cli's libtorch_env puts on it (docs/launcher-contract.md §1c, §5).
 
     Two runs of the same project: with the controller as none of the workers, the variant comes from

@@ -203,8 +203,8 @@ def test_detached_run_then_status_then_teardown(installed_collection, cluster3, 
     assert after.stdout.count("0 rank process(es) of ") == 3
 
 
-def test_a_launch_timeout_stops_the_run_and_cleans_the_workers(installed_collection, cluster3, netns_shared_dir,
-                                                               tmp_path):
+def test_a_launch_timeout_stops_the_run_and_cleans_the_workers(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
     project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
                           flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
                           flodl_launch_command=STANDIN, flodl_launch_grace_seconds=2)
