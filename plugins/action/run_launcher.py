@@ -52,12 +52,12 @@ class ActionModule(ActionBase):
             "timeout": {"type": "float", "default": 0},
         })
         try:
-            return self._run(result, args)
+            return self._run(result, args, task_vars or {})
         finally:
             # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
             sshreuse_io.close_masters(args["ssh_control_dir"])
 
-    def _run(self, result, args):
+    def _run(self, result, args, task_vars):
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
         log_dir = args["log_dir"] or os.path.join(chdir, "target", "cluster", "logs")
@@ -67,7 +67,6 @@ class ActionModule(ActionBase):
             display.display(f"flodl launch: {msg}")
             result.update(changed=False, msg=msg)
             return result
-        task_vars = task_vars or {}
         if args["detach"]:
             return start_detached(self, task_vars, result, args, log_dir)
         remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
