@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -45,7 +46,8 @@ class ActionModule(ActionBase):
         locking = args["lock"] and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
         if locking:
             # Held by ansible-playbook itself (this worker's parent): it ends with the run, however it ends.
-            refusal, warnings = take_lock(ctx.project_dir, ctx.controller_identity, os.getppid())
+            # The machine, not the logical identity: the holder pid is checked on this machine.
+            refusal, warnings = take_lock(ctx.project_dir, socket.gethostname(), os.getppid())
             for warning in warnings:
                 display.warning(warning)
             if refusal:
