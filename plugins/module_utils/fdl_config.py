@@ -8,7 +8,7 @@ docs/launcher-contract.md §2a-§2e: the base manifest (``fdl.yaml``/``fdl.yml``
 it, ``inherit-from:`` chains on both, a deep merge (maps merge, scalars and
 lists replace, ``null`` deletes) and a strict check of the merged
 ``cluster:`` block. :func:`inventory_from_cluster` maps the result onto the
-variables of the public interface (docs/interface.md).
+variables of the public interface (docs/public-interface.md).
 
 Every problem raises :class:`FdlConfigError` whose message names the
 file(s), the key path, what was found and how to fix it.
@@ -40,7 +40,7 @@ OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"
 INHERIT_KEY = "inherit-from"
 
-# (fdl worker key, host variable) in docs/interface.md order; required ones are
+# (fdl worker key, host variable) in docs/public-interface.md order; required ones are
 # always emitted, the rest only when the merged file sets them.
 _WORKER_VARS = (
     ("host", "flodl_host"),
