@@ -20,6 +20,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
     RunContext,
     fail_result,
+    is_local_host,
     launch_docker,
     launch_host_probe,
     read_run,
@@ -55,9 +56,8 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems)
 
         build_arch, build_argv = args["build_arch"], None
-        hostvars = task_vars.get("hostvars") or {}
         if ctx.prebuild and not build_arch:
-            if sweep.build_host_is_local(ctx, lambda h: sweep.connection_name(hostvars, self._templar, h)):
+            if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, self._templar):
                 build_arch = os.uname().machine
             else:
                 target = {"host": ctx.build_host, "ssh": ssh_block_of(self, task_vars, ctx.build_host)}

@@ -463,21 +463,6 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     )
 
 
-def compose_process_env(
-    controller_identity: str, project_root: str, controller_arch: str | None
-) -> dict[str, str]:
-    """Superseded: pass ``controller_identity`` and ``libtorch`` in :class:`LaunchInputs` instead.
-
-    Kept for callers not yet moved: ``HOSTNAME`` plus the libtorch mounts
-    from ``controller.arch``, which is not how fdl-cli picks the variant
-    (see :mod:`libtorch_env`).
-    """
-    env = {"HOSTNAME": controller_identity, "LIBTORCH_CPU_PATH": "./libtorch/precompiled/cpu"}
-    if controller_arch:
-        env["LIBTORCH_HOST_PATH"] = f"./libtorch/{controller_arch}"
-    return env
-
-
 REDACTED = "<redacted>"
 SECRET_VARS = (ENV_FULL_CLUSTER_JSON, ENV_TESTING_CLUSTER_JSON)
 

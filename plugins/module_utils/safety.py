@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -135,28 +135,6 @@ def resolved_under(root: str, path: str) -> bool:
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     return real == real_root or real.startswith(real_root.rstrip("/") + "/")
-
-
-def duplicate_gpus_problem(devices: Any, where: str) -> str | None:
-    """A ``local_devices`` list naming one GPU twice would start two ranks on it."""
-    if not isinstance(devices, Sequence) or isinstance(devices, (str, bytes)):
-        return None
-    seen: set[Any] = set()
-    dupes: list[Any] = []
-    for device in devices:
-        try:
-            if device in seen and device not in dupes:
-                dupes.append(device)
-            seen.add(device)
-        except TypeError:  # unhashable: the type check elsewhere reports it
-            continue
-    if not dupes:
-        return None
-    listed = ", ".join(str(d) for d in dupes)
-    return (
-        f"{where} lists GPU {listed} more than once; each index gets one rank, so two ranks would share "
-        "one device and the run would fail or run out of memory. List each GPU index once."
-    )
 
 
 def default_arg_max() -> int:

@@ -9,9 +9,8 @@ only gathers the facts those functions judge.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
@@ -26,7 +25,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 LAUNCH_HOST_JOB = "\x00launch-host"
-LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def local_data_path_state(path: str) -> tuple[bool, bool]:
@@ -47,13 +45,6 @@ def local_gpu_text() -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         return f"could not run the GPU count: {exc}"
     return proc.stdout
-
-
-def build_host_is_local(ctx: RunContext, connection_of: Callable[[str], str | None]) -> bool:
-    name = ctx.build_host
-    if name in LOCAL_NAMES or name == ctx.controller_identity or name == socket.gethostname():
-        return True
-    return connection_of(name) == "local"
 
 
 def controller_report(ctx: RunContext) -> dict[str, Any]:
@@ -147,11 +138,6 @@ def sweep(
             report["status"] = pf.STATUS_ERROR
         reports[host] = report
     return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
-
-
-def connection_name(hostvars: Mapping[str, Any], templar: Any, host: str) -> str | None:
-    raw = (hostvars.get(host) or {}).get("ansible_connection")
-    return None if raw is None else str(templar.template(raw))
 
 
 def live_binaries(ctx: RunContext) -> dict[str, str]:

@@ -140,21 +140,6 @@ def test_resolved_under_follows_symlinks(tmp_path):
     assert not sf.resolved_under(str(root), str(tmp_path / "proj2"))
 
 
-# ------------------------------------------------------------ duplicate GPUs
-
-
-def test_duplicate_gpu_indices():
-    assert sf.duplicate_gpus_problem([0, 0, 1, 1, 1], "host gpu-b: flodl_local_devices") == (
-        "host gpu-b: flodl_local_devices lists GPU 0, 1 more than once; each index gets one rank, so two "
-        "ranks would share one device and the run would fail or run out of memory. List each GPU index once."
-    )
-
-
-@pytest.mark.parametrize("value", [[0, 1, 2], [], "all", None, [[0], [0]]])
-def test_no_duplicate_problem(value):
-    assert sf.duplicate_gpus_problem(value, "x") is None
-
-
 # ------------------------------------------------------------ environment size
 
 
