@@ -10,18 +10,17 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import preflight_entries
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_this_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
-    RunContext,
+    WORKERS_GROUP,
     fail_result,
     is_local_host,
-    launch_docker,
     launch_host_probe,
     read_run,
     run_lock_enabled,
@@ -53,7 +52,16 @@ class ActionModule(ActionBase):
         try:
             ctx = read_run(self, task_vars, phases)
         except TopologyError as exc:
-            return fail_result(result, exc.problems)
+            if exc.per_host is None:
+                return fail_result(result, exc.problems)
+            return self._refused(result, task_vars, exc)
+        if "launch" in phases and not self._task.check_mode and run_lock_enabled(task_vars, self._templar):
+            # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
+            refusal, lock_warnings = lock_this_run(ctx.project_dir)
+            for warning in lock_warnings:
+                display.warning(warning)
+            if refusal:
+                return fail_result(result, [refusal], "another run of this project is live; nothing was started")
 
         build_arch, build_argv = args["build_arch"], None
         if ctx.prebuild and not build_arch:
@@ -65,7 +73,7 @@ class ActionModule(ActionBase):
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
         launch_host = launch_host_probe(self, task_vars, ctx) if "launch" in phases else None
         # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
-        reuse_dir = self._reuse_dir(ctx, phases, task_vars) if launch_host is None else None
+        reuse_dir = sshreuse_io.reuse_dir_for(self, task_vars, ctx, phases) if launch_host is None else None
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                             timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
                             launch_host=launch_host, reuse_dir=reuse_dir)
@@ -103,18 +111,12 @@ class ActionModule(ActionBase):
             result["msg"] = f"flodl preflight: {len(reports)} worker(s), {len(totals['failed_hosts'])} failed"
         return result
 
-    def _reuse_dir(self, ctx: RunContext, phases: list[str], task_vars) -> str | None:
-        """This run's master-connection directory, when the launcher on this box will follow the probe."""
-        if "launch" not in phases or self._task.check_mode or not ctx.remotes:
-            return None
-        if not sshreuse_io.enabled(task_vars, self._templar) or le.recursion_guard(os.environ) is not None:
-            return None
-        if ctx.launch_command:
-            in_container = le.is_compose_command(ctx.launch_command)
-        else:
-            try:
-                in_container = launch_docker(None, task_vars, self._templar, ctx) is not None
-            except TopologyError:
-                return None  # the launch phase reports it
-        # A launcher inside a container sees no socket of this controller.
-        return None if in_container else sshreuse_io.make_dir()
+    def _refused(self, result, task_vars, exc: TopologyError):
+        """Variables refused by the roles' argument specs: every worker reports its own problems."""
+        hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all") or task_vars.get("groups", {}).get(WORKERS_GROUP, [])]
+        per_host = refused_entries(hosts, exc.problems, exc.per_host or {})
+        display.display("flodl preflight: " + REFUSED + "\n" + "\n".join(f"  {p}" for p in exc.problems))
+        failed = sorted(h for h, e in per_host.items() if e["status"] == "failed")
+        result.update(changed=False, ok=False, refused=True, problems=exc.problems, failed_hosts=failed,
+                      per_host=per_host, msg=f"flodl preflight: {REFUSED}: {len(exc.problems)} problem(s)")
+        return result

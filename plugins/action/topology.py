@@ -4,16 +4,13 @@
 """Validate the run and return its topology, on the controller only."""
 from __future__ import annotations
 
-import os
-import socket
-
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run, run_lock_enabled
-from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import take_lock
+from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_this_run
 
 display = Display()
 
@@ -45,9 +42,7 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems)
         locking = args["lock"] and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
         if locking:
-            # Held by ansible-playbook itself (this worker's parent): it ends with the run, however it ends.
-            # The machine, not the logical identity: the holder pid is checked on this machine.
-            refusal, warnings = take_lock(ctx.project_dir, socket.gethostname(), os.getppid())
+            refusal, warnings = lock_this_run(ctx.project_dir)
             for warning in warnings:
                 display.warning(warning)
             if refusal:

@@ -4,6 +4,8 @@
 """Turn a run-once phase result into this worker's own task result."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import worker_outcome
@@ -21,9 +23,20 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(
             argument_spec={
                 "phase": {"type": "str", "required": True},
-                "result": {"type": "dict", "required": True},
-            }
+                "result": {"type": "dict"},
+                "result_var": {"type": "str"},
+            },
+            required_one_of=[["result", "result_var"]],
+            mutually_exclusive=[["result", "result_var"]],
         )
-        name = str((task_vars or {}).get("inventory_hostname", ""))
-        result.update(worker_outcome(args["phase"], name, args["result"]))
+        task_vars = task_vars or {}
+        name = str(task_vars.get("inventory_hostname", ""))
+        phase_result = args["result"]
+        if phase_result is None:
+            # Read as registered, without templating: the phase's own result, for one host.
+            registered = task_vars.get(args["result_var"])
+            per_host = registered.get("per_host") if isinstance(registered, Mapping) else None
+            entry = per_host.get(name) if isinstance(per_host, Mapping) else None
+            phase_result = {"per_host": {name: entry}} if entry is not None else {}
+        result.update(worker_outcome(args["phase"], name, phase_result))
         return result

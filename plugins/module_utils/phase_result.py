@@ -105,3 +105,32 @@ def prebuild_entries(
             status = "changed" if build.get("changed") else "ok"
             out[name] = entry(status, f"{build.get('status')}: {build.get('bin')}", **build)
     return out
+
+
+REFUSED = "refused before any host was contacted (no host was contacted)"
+
+
+def refused_entries(
+    play_hosts: list[str], problems: list[str], per_host: Mapping[str, list[str]]
+) -> dict[str, dict[str, Any]]:
+    """``per_host`` for a run refused on its variables: each worker fails with its own problems.
+
+    Problems of the run itself fail every worker (as Ansible's per-host validation would); a worker with
+    none of its own is skipped while others fail, or fails with theirs when they are outside the play
+    (a limited preflight must not pass on a run that is refused).
+    """
+    own = {p for found in per_host.values() for p in found}
+    run_level = [p for p in problems if p not in own]
+    failing = [h for h in play_hosts if per_host.get(h)]
+    others = [h for h in per_host if h not in play_hosts]
+    out: dict[str, dict[str, Any]] = {}
+    for host in play_hosts:
+        mine = list(per_host.get(host) or []) + run_level
+        if mine:
+            out[host] = entry("failed", f"{REFUSED}: " + " | ".join(mine), problems=mine)
+        elif failing:
+            out[host] = entry("skipped", f"not contacted: the run was refused for the variables of {', '.join(failing)}")
+        else:
+            out[host] = entry("failed", f"{REFUSED}, for the variables of {', '.join(others)} (outside this play): "
+                              + " | ".join(problems), problems=list(problems))
+    return out

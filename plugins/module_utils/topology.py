@@ -27,8 +27,10 @@ CONVENTION_DATA_PATH = "/flodl/data"
 class TopologyError(ValueError):
     """One or more configuration problems, one line each."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], per_host: dict[str, list[str]] | None = None):
         self.problems = list(problems)
+        # Set when the problems belong to inventory hosts (argument specs): each host can report its own.
+        self.per_host = per_host
         super().__init__("\n".join(self.problems))
 
 

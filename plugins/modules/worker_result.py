@@ -24,9 +24,17 @@ options:
     type: str
     required: true
   result:
-    description: The registered result of the run-once phase step (it holds C(per_host)).
+    description:
+      - The registered result of the run-once phase step (it holds C(per_host)).
+      - Exactly one of O(result) and O(result_var) is required.
     type: dict
-    required: true
+  result_var:
+    description:
+      - The name of the variable the run-once phase step was registered as, e.g. V(flodl_preflight_run).
+      - Only this host's entry is read, as registered (nothing is templated). With many workers this is
+        cheaper than O(result), which templates the expression for every host.
+    type: str
+    version_added: "0.2.0"
 attributes:
   check_mode:
     description: Only reports.
@@ -42,7 +50,12 @@ EXAMPLES = r"""
 - name: Preflight | Result of this worker
   flodl.cluster.worker_result:
     phase: preflight
-    result: "{{ flodl_preflight_run }}"
+    result_var: flodl_preflight_run
+
+- name: The same, from a result built in the play
+  flodl.cluster.worker_result:
+    phase: teardown
+    result: "{{ flodl_teardown_run }}"
 """
 
 RETURN = r"""

@@ -9,13 +9,20 @@ happens on the controller before any host is contacted.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from ansible_collections.flodl.cluster.plugins.module_utils import argspec
 
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
@@ -57,6 +64,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
 
 WORKERS_GROUP = "flodl_workers"
 PHASES = ("preflight", "prebuild", "launch", "teardown")
+# The role whose meta/argument_specs.yml covers a phase's variables (teardown has no role).
+PHASE_ROLES = {"preflight": "preflight", "prebuild": "prebuild", "launch": "launch"}
+_ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
 # Cluster-scope variables read from the play's own host (group all / extra vars).
 CLUSTER_VARS = (
@@ -168,6 +178,68 @@ def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, 
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def role_options(role: str) -> dict[str, Any]:
+    """The options of a role's ``main`` entry point, as shipped in this collection."""
+    path = _ROLES_DIR / role / "meta" / "argument_specs.yml"
+    with open(path, encoding="utf-8") as handle:
+        return dict(yaml.safe_load(handle)["argument_specs"]["main"]["options"])
+
+
+def phase_options(phases: list[str]) -> dict[str, dict[str, Any]]:
+    """The union of the argument specs of the roles that run ``phases`` (what cluster_train validates)."""
+    return argspec.union_options(role_options(PHASE_ROLES[p]) for p in PHASES if p in phases and p in PHASE_ROLES)
+
+
+def argspec_problems(
+    task_vars: Mapping[str, Any],
+    templar: Any,
+    phases: list[str],
+    workers: list[tuple[str, dict[str, Any]]],
+    ours: list[str],
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The roles' argument specs over the run, beyond what ``ours`` (the run's own rules) already found.
+
+    The run's own variables are checked once, each worker's variables on that worker: (run problems,
+    problems per inventory worker).
+    """
+    options = phase_options(phases)
+    run_params = {name: var(task_vars, templar, name) for name in options if name not in WORKER_VARS and name in task_vars}
+    run_found, host_found = argspec.run_problems(options, run_params, workers, WORKER_VARS)
+    run_level = argspec.uncovered(run_found, ["controller"], ours, "controller")
+    per_host: dict[str, list[str]] = {}
+    logical = {name: str(values.get("flodl_host") or name) for name, values in workers}
+    for name, found in host_found.items():
+        left = argspec.uncovered(found, [f"host {name} ", f"host {logical[name]} "], ours, f"host {name}")
+        if left:
+            per_host[name] = left
+    return run_level, per_host
+
+
+# Where a problem names a worker: "host <h> (worker <i>): ..." (validate.INVENTORY) or "host <h>: ...".
+_WORKER_PLACE = re.compile(r"host (?:.+? \(worker (?P<index>\d+)\)|(?P<host>[^\s:]+):)")
+
+
+def attribute_to_workers(
+    problems: list[str], inventory_order: list[str], inventory_names: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """The problems that name a worker, per inventory host (by worker index, else by logical host name)."""
+    out: dict[str, list[str]] = {}
+    for problem in problems:
+        place = _WORKER_PLACE.match(problem)
+        if not place:
+            continue
+        if place.group("index") is not None:
+            index = int(place.group("index"))
+            name = inventory_order[index] if index < len(inventory_order) else None
+        else:
+            host = place.group("host")
+            name = inventory_names.get(host, host if host in inventory_order else None)
+        if name is not None:
+            out.setdefault(name, []).append(problem)
+    return out
+
+
 def as_bool(value: Any) -> bool | None:
     """Ansible's boolean rules (survey and ``-e`` values arrive as text); None when not a boolean."""
     return parse_bool(value)
@@ -192,7 +264,8 @@ def build_context(
     workers: list[tuple[str, dict[str, Any]]] = []
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
-    for name, values, raw in _worker_vars(task_vars, templar):
+    worker_rows = _worker_vars(task_vars, templar)
+    for name, values, raw in worker_rows:
         host = str(values.get("flodl_host") or name)
         inventory_names[host] = name
         workers.append((name, values))
@@ -265,8 +338,14 @@ def build_context(
             f"controller: flodl_build_host {build_host!r} is not an inventory host; add it to the inventory "
             "(with how Ansible reaches it) or leave flodl_build_host unset to build on the controller"
         )
-    if problems:
-        raise TopologyError(problems)
+    # The roles' argument specs, as Ansible checks them at role start, for what the rules above do not cover;
+    # their verdict is per worker, so each worker can report its own.
+    run_level, per_host = argspec_problems(task_vars, templar, phases, [(n, v) for n, v, _raw in worker_rows], problems)
+    if problems or run_level or per_host:
+        every = problems + run_level + [p for found in per_host.values() for p in found]
+        for name, found in attribute_to_workers(problems, [n for n, _v in workers], inventory_names).items():
+            per_host[name] = found + per_host.get(name, [])
+        raise TopologyError(every, per_host=per_host or None)
 
     cmd_dir = str(cmd_dir_raw).strip("/")
     fdl_env = var(task_vars, templar, "flodl_fdl_env")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import socket
 import time
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
@@ -66,3 +67,12 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
             warnings.append(f"run lock {path}: the previous holder's lock is stale ({stale}); taking it over")
     atomic_write(directory, LOCK_NAME, record.to_json(), 0o644)
     return None, warnings
+
+
+def lock_this_run(project_dir: str) -> tuple[str | None, list[str]]:
+    """Take the project's lock for this ansible-playbook run, from an action plugin's worker process.
+
+    Held by ansible-playbook itself (the worker's parent), so it ends with the run however the run ends;
+    keyed by this machine's hostname, where the holder pid is checked.
+    """
+    return take_lock(project_dir, socket.gethostname(), os.getppid())

@@ -11,7 +11,9 @@ import tempfile
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, var
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, launch_docker, var
 
 REUSE_VAR = "flodl_ssh_reuse"
 RESULT_KEY = "ssh_control_dir"
@@ -58,3 +60,20 @@ def close_masters(control_dir: str | None, timeout: float = 10.0) -> int:
             proc.wait()
     shutil.rmtree(control_dir, ignore_errors=True)
     return closed
+
+
+def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> str | None:
+    """This run's master-connection directory, when the launcher on this box will follow the probe."""
+    if "launch" not in phases or action._task.check_mode or not ctx.remotes:
+        return None
+    if not enabled(task_vars, action._templar) or le.recursion_guard(os.environ) is not None:
+        return None
+    if ctx.launch_command:
+        in_container = le.is_compose_command(ctx.launch_command)
+    else:
+        try:
+            in_container = launch_docker(None, task_vars, action._templar, ctx) is not None
+        except TopologyError:
+            return None  # the launch phase reports it
+    # A launcher inside a container sees no socket of this controller.
+    return None if in_container else make_dir()

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from play_output import failed_in_recap
 from conftest import ansible_bin, run_ansible
 from test_launch import copy_project, project_vars, rank_processes, worker_vars
 
@@ -243,10 +244,12 @@ def test_payloads_in_inputs_never_reach_a_shell(installed_collection, cluster3, 
         ({"flodl_build_host": "nohost"}, {}, "flodl_build_host 'nohost' is not an inventory host"),
         ({}, {"flodl_env": {"BIG": "x" * 200_000}}, "over the kernel's 131072-byte limit for one environment"),
         ({}, {"flodl_local_devices": [0, 0]}, "lists GPU 0 more than once"),
-        # Types the roles' argument specs know: Ansible's own validation refuses them first, still before contact.
-        ({"flodl_prebuild_dedupe": "maybe"}, {}, "argument 'flodl_prebuild_dedupe' is of type"),
-        ({"flodl_build_timeout": "soon"}, {}, "argument 'flodl_build_timeout' is of type"),
-        ({"flodl_launch_grace_seconds": "soon"}, {}, "argument 'flodl_launch_grace_seconds' is of type"),
+        # Types the roles' argument specs know: the run's own rules say why and how to fix, before contact.
+        ({"flodl_prebuild_dedupe": "maybe"}, {}, "flodl_prebuild_dedupe must be true or false"),
+        ({"flodl_build_timeout": "soon"}, {}, "flodl_build_timeout must be a number of seconds above 0"),
+        ({"flodl_launch_grace_seconds": "soon"}, {}, "flodl_launch_grace_seconds must be a number of seconds"),
+        # A worker's own variable: refused as that worker's own result (PLAY RECAP: h2 failed, h1 and h3 skipped).
+        ({}, {"flodl_gpu_ram_share": "half"}, "host h2 (worker 1): flodl_gpu_ram_share: must be a non-negative fraction"),
     ]
     times = []
     for n, (group, h2, expect) in enumerate(refused):
@@ -263,6 +266,8 @@ def test_payloads_in_inputs_never_reach_a_shell(installed_collection, cluster3, 
         assert expect in text, (group, h2, text)
         assert "no host was contacted" in text or "Validation of arguments failed" in text, (group, h2)
         assert [h.connections() for h in cluster] == before, (group, h2)
+        if h2:  # a worker's own variable fails that worker alone
+            assert failed_in_recap(proc.stdout) == ["h2"], (h2, proc.stdout[-2000:])
         assert not (project / "target").exists()
     print("refusal times (s):", times)
 

@@ -332,11 +332,14 @@ def test_ssh_config_file_is_refused_before_contact(installed_collection, cluster
     proc = _play(installed_collection, inv, playbook)
     assert proc.returncode != 0
     fails = results(proc.stdout)
-    assert len(fails) == 1, fails
-    msg = str(next(iter(fails.values()))["msg"])
+    # The refusal is h2's own result; h1 and h3 were not contacted and say why.
+    assert sorted(fails) == ["h2"], fails
+    msg = str(fails["h2"]["msg"])
     assert "host h2: ansible_ssh_extra_args: -F is not supported" in msg, msg
     assert "no host was contacted" in msg, msg
     assert "h1:" not in msg and "h3:" not in msg
+    assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"h1": "skipping", "h2": "fatal", "h3": "skipping"}
+    assert failed_in_recap(proc.stdout) == ["h2"]
     assert _connections(cluster) == {"h1": 0, "h2": 0, "h3": 0}
 
 

@@ -291,3 +291,85 @@ def test_a_play_on_another_host_speaks_for_every_worker():
     ctx = build_context(task_vars(ansible_play_hosts_all=["localhost"], inventory_hostname="localhost"), None,
                         ["prebuild"])
     assert ctx.play_hosts == ["gpu-c", "ctl-box", "gpu-b"]
+
+
+# ------------------------------------------------------------------ the roles' argument specs, in one pass
+
+def test_phase_options_are_the_union_of_the_roles_specs():
+    import yaml
+    from pathlib import Path
+
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import phase_options
+
+    roles = Path(__file__).resolve().parents[4] / "roles"
+    union = phase_options(["preflight", "prebuild", "launch"])
+    for role in ("preflight", "prebuild", "launch"):
+        options = yaml.safe_load((roles / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+        for name, spec in options.items():
+            assert union[name]["type"] == spec.get("type", "str"), (role, name)  # one definition per name
+            if spec.get("required"):
+                assert union[name]["required"] is True, (role, name)
+    assert set(phase_options(["preflight"])) < set(union)
+    assert phase_options(["teardown"]) == {}
+
+
+def test_spec_problem_only_the_spec_knows_is_reported_on_its_worker(monkeypatch):
+    from ansible_collections.flodl.cluster.plugins.plugin_utils import context
+
+    def strict(phases):
+        return {**context.argspec.union_options([context.role_options("preflight")]),
+                "flodl_widgets": {"type": "int"}}  # a worker option our own rules do not know
+
+    monkeypatch.setattr(context, "phase_options", strict)
+    monkeypatch.setattr(context, "WORKER_VARS", (*context.WORKER_VARS, "flodl_widgets"))
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["flodl_widgets"] = "many"
+    with pytest.raises(TopologyError) as exc:
+        build_context(task_vars(workers), None, ["preflight"])
+    assert exc.value.per_host == {"gpu-b": [exc.value.problems[-1]]}
+    assert exc.value.problems[-1].startswith("host gpu-b: argument 'flodl_widgets' is of type")
+
+
+def test_the_runs_own_rules_win_over_the_spec_for_the_same_variable():
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["flodl_tunnel"] = "maybe"
+    with pytest.raises(TopologyError) as exc:
+        build_context(task_vars(workers), None, ["preflight"])
+    assert [p for p in exc.value.problems if "flodl_tunnel" in p] == [
+        p for p in exc.value.problems if p.startswith("host gpu-b (worker 2): flodl_tunnel")]
+    assert "argument 'flodl_tunnel'" not in "\n".join(exc.value.problems)
+    # ... and the problem is still that worker's own.
+    assert exc.value.per_host is not None and list(exc.value.per_host) == ["gpu-b"]
+
+
+def test_run_level_problems_belong_to_no_worker():
+    with pytest.raises(TopologyError) as exc:
+        build_context(task_vars(flodl_cmd=None), None, ["launch"])
+    assert exc.value.per_host is None
+    assert any(p.startswith("controller: flodl_cmd is required") for p in exc.value.problems)
+
+
+def test_attribute_to_workers_by_index_and_by_logical_name():
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import attribute_to_workers
+
+    order = ["gpu-c", "ctl-box", "gpu-b"]
+    found = attribute_to_workers([
+        "host gpu-a (worker 1): flodl_path: must be a string",
+        "host gpu-a: ansible_ssh_extra_args: -F is not supported",
+        "host gpu-b: ansible_ssh_extra_args: -F is not supported",
+        "host ? (worker 7): out of range",
+        "controller: flodl_cmd is required",
+        "cluster: two workers share a name",
+    ], order, {"gpu-a": "ctl-box", "gpu-b": "gpu-b", "gpu-c": "gpu-c"})
+    assert found == {
+        "ctl-box": ["host gpu-a (worker 1): flodl_path: must be a string",
+                    "host gpu-a: ansible_ssh_extra_args: -F is not supported"],
+        "gpu-b": ["host gpu-b: ansible_ssh_extra_args: -F is not supported"],
+    }
+
+
+def test_attribute_a_worker_whose_name_has_spaces_by_index():
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import attribute_to_workers
+
+    problem = "host -oProxyCommand=touch /tmp/x (worker 1): flodl_host starts with '-'"
+    assert attribute_to_workers([problem], ["h1", "h2"], {}) == {"h2": [problem]}

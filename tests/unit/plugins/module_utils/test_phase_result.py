@@ -1,0 +1,66 @@
+"""module_utils.phase_result: a run-once phase's entries -> each worker's own task result."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import (
+    REFUSED,
+    entry,
+    refused_entries,
+    worker_outcome,
+)
+
+
+def test_entry_refuses_unknown_status():
+    with pytest.raises(ValueError):
+        entry("fine", "x")
+
+
+@pytest.mark.parametrize("status,expect", [
+    ("ok", {"changed": False}),
+    ("changed", {"changed": True}),
+    ("failed", {"failed": True}),
+    ("skipped", {"skipped": True}),
+])
+def test_worker_outcome_per_status(status, expect):
+    out = worker_outcome("preflight", "h1", {"per_host": {"h1": entry(status, "said", arch="x86_64")}})
+    for key, value in expect.items():
+        assert out[key] == value
+    assert out["msg"] == "said" and out["preflight"] == {"arch": "x86_64"}
+    assert ("failed" in out) == (status == "failed")
+
+
+def test_unreachable_is_a_visible_skip():
+    out = worker_outcome("preflight", "h1", {"per_host": {"h1": entry("unreachable", "no route")}})
+    assert out["skipped"] is True and out["flodl_unreachable"] is True and out["_ansible_verbose_always"] is True
+    assert out["msg"] == "UNREACHABLE for preflight, its checks were skipped: no route"
+
+
+def test_a_host_without_entry_is_skipped_with_why():
+    out = worker_outcome("prebuild", "h9", {"per_host": {"h1": entry("ok", "x")}})
+    assert out["skipped"] is True and "no result for h9" in out["msg"]
+
+
+def test_refused_each_worker_fails_with_its_own_problems_and_the_others_are_skipped():
+    problems = ["host h2 (worker 1): flodl_path: must be a string"]
+    out = refused_entries(["h1", "h2", "h3"], problems, {"h2": problems})
+    assert out["h2"]["status"] == "failed"
+    assert out["h2"]["msg"] == f"{REFUSED}: {problems[0]}"
+    assert out["h2"]["data"]["problems"] == problems
+    assert [out[h]["status"] for h in ("h1", "h3")] == ["skipped", "skipped"]
+    assert "variables of h2" in out["h1"]["msg"]
+
+
+def test_refused_run_level_problems_fail_every_worker():
+    own = "host h2: ansible_ssh_extra_args: -F is not supported"
+    run = "controller: flodl_cmd is required"
+    out = refused_entries(["h1", "h2"], [run, own], {"h2": [own]})
+    assert out["h1"]["status"] == "failed" and out["h1"]["data"]["problems"] == [run]
+    assert out["h2"]["data"]["problems"] == [own, run]
+
+
+def test_refused_for_workers_outside_a_limited_play_still_fails_the_play():
+    own = "host h3 (worker 2): flodl_local_devices: must be `all` or a list"
+    out = refused_entries(["h1"], [own], {"h3": [own]})
+    assert out["h1"]["status"] == "failed"
+    assert "h3 (outside this play)" in out["h1"]["msg"] and own in out["h1"]["msg"]

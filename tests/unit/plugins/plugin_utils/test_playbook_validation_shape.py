@@ -1,0 +1,30 @@
+"""preflight and cluster_train validate in their run-once step, not with a task per worker (issue 8 bench)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize("playbook,roles", [
+    ("preflight", ["flodl.cluster.preflight"]),
+    ("cluster_train", ["flodl.cluster.preflight", "flodl.cluster.prebuild", "flodl.cluster.launch"]),
+])
+def test_roles_are_imported_without_their_per_host_validation_task(playbook, roles):
+    play = yaml.safe_load((REPO / "playbooks" / f"{playbook}.yml").read_text())[0]
+    assert "roles" not in play
+    tasks = play["tasks"]
+    assert all("ansible.builtin.import_role" in t for t in tasks), "validation lives in the preflight step"
+    assert [t["ansible.builtin.import_role"]["name"] for t in tasks] == roles
+    assert all(t["ansible.builtin.import_role"]["rolespec_validate"] is False for t in tasks)
+
+
+def test_cluster_train_preflight_covers_every_phase_it_runs():
+    play = yaml.safe_load((REPO / "playbooks" / "cluster_train.yml").read_text())[0]
+    # The preflight step validates (and locks) for the phases named here.
+    assert play["vars"]["flodl_preflight_phases"] == ["preflight", "prebuild", "launch"]
+    step = yaml.safe_load((REPO / "roles" / "preflight" / "tasks" / "main.yml").read_text())[0]["block"][0]
+    assert "flodl_preflight_phases" in step["flodl.cluster.preflight_check"]["phases"]
