@@ -52,7 +52,24 @@ from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: 
 
 VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
 RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n"
-KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo"]
+KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo", "floor"]
+# Ansible's own floor on the same hosts: the cheapest run-once task and the cheapest per-host task (what a phase's
+# build step and its per-host report cannot go under, whatever the collection does).
+FLOOR_PLAY = """\
+- name: Ansible's floor
+  hosts: flodl_workers
+  gather_facts: false
+  tasks:
+    - name: floor run-once task
+      ansible.builtin.debug: {msg: x}
+      run_once: true
+      delegate_to: localhost
+    - name: floor per-host task
+      ansible.builtin.debug: {msg: x}
+    - name: floor end
+      ansible.builtin.meta: noop
+      run_once: true
+"""
 PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
 EXTRA = ["prebuild step"]
 
@@ -223,6 +240,14 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
                 elif kind == "cargo":  # cargo's own no-op per variant, in parallel (item 4's yardstick)
                     t0, proc = run(["sh", str(work / f"cargo-{n}.sh")])
                     samples[kind].append({"total": time.monotonic() - t0})
+                elif kind == "floor":
+                    floor = work / "floor.yml"
+                    floor.write_text(FLOOR_PLAY)
+                    t0, proc = run([bins["ansible-playbook"], str(floor), "-i", str(inv)],
+                                   {**env, "FLODL_BENCH_TIMES": str(times)})
+                    costs = task_costs(read_events(times), time.monotonic())
+                    samples[kind].append({"total": time.monotonic() - t0, **{
+                        n.split("floor ")[1]: d for n, _s, d in costs if n.startswith("floor ") and "end" not in n}})
                 elif kind == "empty":
                     t0, proc = run([bins["ansible-playbook"], str(empty), "-i", str(inv)], env)
                     samples[kind].append({"total": time.monotonic() - t0})
@@ -245,7 +270,9 @@ def summarize(n: int, reps: int, samples: dict[str, list], steps: int) -> dict:
     phases = {k: {p: stat([s["phases"][p] for s in samples[k]]) for p in PHASES + EXTRA} for k in ("playbook", "no-reuse")}
     per_host = {k: {p: stat([s["per_host"][p] for s in samples[k]]) for p in ("argspec", "worker_result")}
                 for k in ("playbook", "no-reuse")}
+    floor = {k: stat([s[k] for s in samples["floor"]]) for k in ("run-once task", "per-host task")}
     return {"hosts": n, "reps": reps, "variants": steps, "totals": totals, "phases": phases, "per_host": per_host,
+            "floor": floor,
             "ratio": totals["playbook"]["median"] / totals["raw"]["median"],
             "ratio_no_reuse": totals["no-reuse"]["median"] / totals["raw"]["median"],
             "tasks": samples["playbook"][-1]["tasks"], "samples": samples}
@@ -318,6 +345,14 @@ def main() -> int:
             print(f"| {r['hosts']} | {r['variants']} | {fmt(c)} | {fmt(ph['prebuild step'])} | "
                   f"{ph['prebuild step']['median'] / c['median']:.2f}x | {fmt(ph['prebuild'])} | "
                   f"{ph['prebuild']['median'] / c['median']:.2f}x |")
+        print("\nAnsible's floor on the same hosts (a run-once `debug` delegated to localhost, a per-host `debug`) and "
+              "the cheapest prebuild phase it allows: cargo no-op + run-once task + per-host task")
+        print("| hosts | run-once task | per-host task | cargo + floor | ratio to cargo |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            c, f = r["totals"]["cargo"]["median"], r["floor"]
+            best = c + f["run-once task"]["median"] + f["per-host task"]["median"]
+            print(f"| {r['hosts']} | {fmt(f['run-once task'])} | {fmt(f['per-host task'])} | {best:.2f} | {best / c:.2f}x |")
         for r in rows:
             print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
             for name, sec in r["tasks"]:

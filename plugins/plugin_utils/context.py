@@ -23,7 +23,6 @@ from typing import Any
 import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec
-
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
