@@ -9,7 +9,10 @@ then times, in the same run and interleaved, for several repetitions:
 * ``playbook``: ``ansible-playbook flodl.cluster.preflight -i INV`` from a
   fresh process (collection loaded from this checkout);
 * ``empty``: ``ansible-playbook`` of a play with no task, the fixed cost of
-  starting Ansible at all (for reading the figures, not part of the ratio).
+  starting Ansible at all (for reading the figures, not part of the ratio);
+* ``floor``: the same hosts, one run-once ``debug`` and one per-host ``debug``:
+  Ansible's own cost for this play shape (a step for all, a result per worker),
+  so ``(ssh + floor) / ssh`` is the best ratio any such playbook can reach.
 
 A tiny callback plugin (bench/_timing.py) times every task of the playbook runs; the
 "per-host tasks" column is what the role's argument-spec validation and the
@@ -42,6 +45,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import install_callback, per_host_seconds, read_events, task_costs  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
+
+
+FLOOR_PLAY = """\
+- name: Ansible's floor for a run-once step and a report per worker
+  hosts: flodl_workers
+  gather_facts: false
+  tasks:
+    - name: Run-once step
+      ansible.builtin.debug: {msg: x}
+      run_once: true
+    - name: Report per worker
+      ansible.builtin.debug: {msg: x}
+"""
 
 
 def _farm(root: Path) -> Path:
@@ -117,14 +133,17 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
         script = _baseline_script(cluster, shared, work / f"ssh-{n}.sh")
         empty = work / "empty.yml"
         empty.write_text("- name: Nothing\n  hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+        # Ansible's floor for this play shape: start-up, one run-once task, one per-host task (a `debug` each).
+        floor = work / "floor.yml"
+        floor.write_text(FLOOR_PLAY)
         play = [playbook_bin, "flodl.cluster.preflight", "-i", str(inv)]
         # one untimed round each: page cache, Python bytecode
         _time(["sh", str(script)])
         _time(play, env)
-        samples: dict[str, list[float]] = {"ssh": [], "playbook": [], "empty": [], "per_host": []}
+        samples: dict[str, list[float]] = {"ssh": [], "playbook": [], "empty": [], "per_host": [], "floor": []}
         times = work / "times.json"
         for rep in range(reps):
-            order = ["ssh", "playbook", "empty"] if rep % 2 == 0 else ["playbook", "ssh", "empty"]
+            order = ["ssh", "playbook", "empty", "floor"] if rep % 2 == 0 else ["playbook", "ssh", "floor", "empty"]
             for kind in order:
                 if kind == "ssh":
                     samples[kind].append(_time(["sh", str(script)]))
@@ -133,6 +152,8 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
                     events = read_events(times)
                     costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
                     samples["per_host"].append(sum(per_host_seconds(costs).values()))
+                elif kind == "floor":
+                    samples[kind].append(_time([playbook_bin, str(floor), "-i", str(inv)], env))
                 else:
                     samples[kind].append(_time([playbook_bin, str(empty), "-i", str(inv)], env))
         bad = [h.name for h in cluster if "__FLODL_END__" not in (work / "ssh-out" / h.name).read_text()]
@@ -186,14 +207,16 @@ def main() -> int:
             r = rows[-1]
             print(f"  N={n}: done ({r['median']['playbook']:.2f}s vs {r['median']['ssh']:.2f}s)", file=sys.stderr)
         print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; medians in seconds")
-        print("| hosts | ssh & wait | playbook | ratio | empty play | per-host tasks | ratio without them |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| hosts | ssh & wait | playbook | ratio | empty play | per-host tasks | ratio without them "
+              "| floor play | best possible ratio (ssh + floor) |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
             m, s = r["median"], r["samples"]
             spread = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in s.items()}
             print(f"| {r['hosts']} | {m['ssh']:.2f} ({spread['ssh']}) | {m['playbook']:.2f} ({spread['playbook']}) "
                   f"| {r['ratio']:.2f}x | {m['empty']:.2f} | {m['per_host']:.2f} ({spread['per_host']}) "
-                  f"| {(m['playbook'] - m['per_host']) / m['ssh']:.2f}x |")
+                  f"| {(m['playbook'] - m['per_host']) / m['ssh']:.2f}x | {m['floor']:.2f} ({spread['floor']}) "
+                  f"| {(m['ssh'] + m['floor']) / m['ssh']:.2f}x |")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))

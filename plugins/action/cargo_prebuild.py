@@ -36,7 +36,8 @@ class ActionModule(ActionBase):
             return result
 
         try:
-            ctx = read_run(self, task_vars, ["prebuild"])
+            # The build reaches no worker: their connections are the preflight's and the launch's business.
+            ctx = read_run(self, task_vars, ["prebuild"], connections=False)
         except TopologyError as exc:
             return fail_result(result, exc.problems)
         dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))

@@ -420,8 +420,14 @@ def _ansible_resolver(action: Any) -> ConnectionResolver:
     return resolve
 
 
-def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str]) -> RunContext:
-    """The run as a phase's action plugin sees it, each worker reached as Ansible would reach it."""
+def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], connections: bool = True) -> RunContext:
+    """The run as a phase's action plugin sees it, each worker reached as Ansible would reach it.
+
+    ``connections=False`` for a phase that reaches no worker (prebuild builds on the build host): the
+    workers' connections are not resolved and their ssh blocks stay as ``flodl_ssh`` gives them.
+    """
+    if not connections:
+        return build_context(task_vars, action._templar, phases, lambda _name, _vars: ResolvedConnection())
     return build_context(task_vars, action._templar, phases, _ansible_resolver(action))
 
 

@@ -373,3 +373,26 @@ def test_attribute_a_worker_whose_name_has_spaces_by_index():
 
     problem = "host -oProxyCommand=touch /tmp/x (worker 1): flodl_host starts with '-'"
     assert attribute_to_workers([problem], ["h1", "h2"], {}) == {"h2": [problem]}
+
+
+def test_a_phase_that_reaches_no_worker_resolves_no_connection():
+    """prebuild (read_run(..., connections=False)): no worker's connection is read, flodl_ssh still counts."""
+    from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection
+
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    workers["gpu-b"]["ansible_ssh_extra_args"] = "-F /etc/cfg"  # refused by phases that ssh, unread here
+    workers["gpu-c"]["flodl_ssh"] = {"port": 2222}
+    asked = []
+
+    def resolve(name, _vars):
+        asked.append(name)
+        return ResolvedConnection()
+
+    ctx = build_context(task_vars(workers), None, ["prebuild"], resolve)
+    by_host = {w["host"]: w for w in ctx.cluster["workers"]}
+    assert by_host["gpu-c"]["ssh"] == {"port": 2222}
+    assert "ssh" not in by_host["gpu-b"]
+    assert sorted(asked) == ["gpu-b", "gpu-c"]  # the controller's own box is never asked
+    with pytest.raises(TopologyError) as exc:  # the same inventory, read as a phase that reaches the workers
+        build_context(task_vars(workers), None, ["preflight"])
+    assert any("-F" in p for p in exc.value.problems)
