@@ -112,7 +112,7 @@ class ActionModule(ActionBase):
         return result
 
     def _refused(self, result, task_vars, exc: TopologyError):
-        """Variables refused by the roles' argument specs: every worker reports its own problems."""
+        """The run refused before contact, with problems that name workers: each worker reports its own."""
         hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all") or task_vars.get("groups", {}).get(WORKERS_GROUP, [])]
         per_host = refused_entries(hosts, exc.problems, exc.per_host or {})
         display.display("flodl preflight: " + REFUSED + "\n" + "\n".join(f"  {p}" for p in exc.problems))

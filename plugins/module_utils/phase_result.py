@@ -107,7 +107,7 @@ def prebuild_entries(
     return out
 
 
-REFUSED = "refused before any host was contacted (no host was contacted)"
+REFUSED = "refused before contact (no host was contacted)"
 
 
 def refused_entries(
