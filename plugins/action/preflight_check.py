@@ -15,7 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_arg
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_this_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
     WORKERS_GROUP,
@@ -55,13 +55,10 @@ class ActionModule(ActionBase):
             if exc.per_host is None:
                 return fail_result(result, exc.problems)
             return self._refused(result, task_vars, exc)
-        if "launch" in phases and not self._task.check_mode and run_lock_enabled(task_vars, self._templar):
-            # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
-            refusal, lock_warnings = lock_this_run(ctx.project_dir)
-            for warning in lock_warnings:
-                display.warning(warning)
-            if refusal:
-                return fail_result(result, [refusal], "another run of this project is live; nothing was started")
+        # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
+        _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if "launch" in phases else (False, None)
+        if refusal:
+            return fail_result(result, [refusal], "another run of this project is live; nothing was started")
 
         build_arch, build_argv = args["build_arch"], None
         if ctx.prebuild and not build_arch:

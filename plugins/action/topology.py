@@ -5,14 +5,11 @@
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run, run_lock_enabled
-from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_this_run
-
-display = Display()
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 
 
 class ActionModule(ActionBase):
@@ -40,13 +37,9 @@ class ActionModule(ActionBase):
             ctx = read_run(self, task_vars, args["phases"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
-        locking = args["lock"] and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
-        if locking:
-            refusal, warnings = lock_this_run(ctx.project_dir)
-            for warning in warnings:
-                display.warning(warning)
-            if refusal:
-                return fail_result(result, [refusal], "another run of this project is live; nothing was started")
+        locking, refusal = lock_for_action(self, task_vars, ctx.project_dir) if args["lock"] else (False, None)
+        if refusal:
+            return fail_result(result, [refusal], "another run of this project is live; nothing was started")
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.

@@ -13,10 +13,17 @@ import getpass
 import os
 import socket
 import time
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, create_exclusive
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_enabled
+
+display = Display()
 
 LOCK_NAME = os.path.basename(runlock.LOCK_FILE_REL)
 
@@ -69,10 +76,16 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
     return None, warnings
 
 
-def lock_this_run(project_dir: str) -> tuple[str | None, list[str]]:
-    """Take the project's lock for this ansible-playbook run, from an action plugin's worker process.
+def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str) -> tuple[bool, str | None]:
+    """Take the project's lock for this ansible-playbook run from an action plugin: (taken, refusal).
 
-    Held by ansible-playbook itself (the worker's parent), so it ends with the run however the run ends;
-    keyed by this machine's hostname, where the holder pid is checked.
+    Not in check mode, nor with ``flodl_run_lock=false``. Held by ansible-playbook itself (the worker's
+    parent), so it ends with the run however the run ends; keyed by this machine's hostname, where the
+    holder pid is checked. Warnings (a stale lock taken over) are shown.
     """
-    return take_lock(project_dir, socket.gethostname(), os.getppid())
+    if action._task.check_mode or not run_lock_enabled(task_vars, action._templar):
+        return False, None
+    refusal, warnings = take_lock(project_dir, socket.gethostname(), os.getppid())
+    for warning in warnings:
+        display.warning(warning)
+    return refusal is None, refusal
