@@ -11,7 +11,10 @@ worker per host, the results' callbacks, the argument templating.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 CALLBACK = '''\
@@ -54,6 +57,47 @@ class CallbackModule(CallbackBase):
 # A role's automatic task, and cluster_train's one task for the three roles.
 ARGSPEC = ("Validating arguments against arg spec", "Validate every worker's variables")
 WORKER_RESULT = "Result of this worker"
+
+
+# Ansible's floor on the benches' hosts: the cheapest run-once task and the cheapest per-host task, i.e. what a
+# phase's step and its per-host report cannot go under, whatever the collection does.
+FLOOR_PLAY = """\
+- name: Ansible's floor
+  hosts: flodl_workers
+  gather_facts: false
+  tasks:
+    - name: floor run-once task
+      ansible.builtin.debug: {msg: x}
+      run_once: true
+      delegate_to: localhost
+    - name: floor per-host task
+      ansible.builtin.debug: {msg: x}
+    - name: floor end
+      ansible.builtin.meta: noop
+      run_once: true
+"""
+
+
+def bench_args(doc: str, default_sizes: str) -> argparse.Namespace:
+    """The options every bench takes (its first docstring paragraph is the description)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--sizes", default=default_sizes)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
+    ap.add_argument("--json", type=Path, default=None)
+    return ap.parse_args()
+
+
+def ansible_env(work: Path, collections_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment plus the timing callback and the collection under ``collections_path``."""
+    env = dict(os.environ)
+    env.update(install_callback(work / "callbacks"))
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=str(collections_path), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+        ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
+        **extra,
+    )
+    return env
 
 
 def install_callback(root: Path) -> dict[str, str]:

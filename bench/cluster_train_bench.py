@@ -31,7 +31,6 @@ collection: both resolve every worker's ``host`` for the launcher's extra hosts.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -47,29 +46,12 @@ DEMO = REPO / "examples" / "demo"
 sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import install_callback, per_host_seconds, read_events, task_costs  # noqa: E402
+from _timing import FLOOR_PLAY, ansible_env, bench_args, per_host_seconds, read_events, task_costs  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
 RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n"
 KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo", "floor"]
-# Ansible's own floor on the same hosts: the cheapest run-once task and the cheapest per-host task (what a phase's
-# build step and its per-host report cannot go under, whatever the collection does).
-FLOOR_PLAY = """\
-- name: Ansible's floor
-  hosts: flodl_workers
-  gather_facts: false
-  tasks:
-    - name: floor run-once task
-      ansible.builtin.debug: {msg: x}
-      run_once: true
-      delegate_to: localhost
-    - name: floor per-host task
-      ansible.builtin.debug: {msg: x}
-    - name: floor end
-      ansible.builtin.meta: noop
-      run_once: true
-"""
 PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
 EXTRA = ["prebuild step"]
 
@@ -283,12 +265,7 @@ def fmt(s: dict[str, float]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    ap.add_argument("--sizes", default="8,32")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+    args = bench_args(__doc__, "8,32")
     reason = require_root()
     if reason:
         print(reason, file=sys.stderr)
@@ -305,13 +282,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="flodl-ct-bench-"))
     try:
         dest = install_collection(work, bins["ansible-galaxy"])
-        env = dict(os.environ)
-        env.update(install_callback(work / "callbacks"))
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(dest), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_NOCOLOR="1",
-            ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
-            ANSIBLE_HOST_KEY_CHECKING="false",
-        )
+        env = ansible_env(work, dest, ANSIBLE_HOST_KEY_CHECKING="false")
         version = subprocess.run([str(playbook), "--version"], capture_output=True, text=True,
                                  check=False).stdout.splitlines()[0]
         rows = []

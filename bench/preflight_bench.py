@@ -10,7 +10,7 @@ then times, in the same run and interleaved, for several repetitions:
   fresh process (collection loaded from this checkout);
 * ``empty``: ``ansible-playbook`` of a play with no task, the fixed cost of
   starting Ansible at all (for reading the figures, not part of the ratio);
-* ``floor``: the same hosts, one run-once ``debug`` and one per-host ``debug``:
+* ``floor``: the same hosts, ``_timing.FLOOR_PLAY`` (one run-once ``debug``, one per-host ``debug``):
   Ansible's own cost for this play shape (a step for all, a result per worker),
   so ``(ssh + floor) / ssh`` is the best ratio any such playbook can reach.
 
@@ -28,7 +28,6 @@ Needs root (network namespaces); run on a quiet machine.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -43,21 +42,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import install_callback, per_host_seconds, read_events, task_costs  # noqa: E402
+from _timing import FLOOR_PLAY, ansible_env, bench_args, per_host_seconds, read_events, task_costs  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
-
-
-FLOOR_PLAY = """\
-- name: Ansible's floor for a run-once step and a report per worker
-  hosts: flodl_workers
-  gather_facts: false
-  tasks:
-    - name: Run-once step
-      ansible.builtin.debug: {msg: x}
-      run_once: true
-    - name: Report per worker
-      ansible.builtin.debug: {msg: x}
-"""
 
 
 def _farm(root: Path) -> Path:
@@ -174,12 +160,7 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    ap.add_argument("--sizes", default="8,16,32")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+    args = bench_args(__doc__, "8,16,32")
     reason = require_root()
     if reason:
         print(reason, file=sys.stderr)
@@ -190,15 +171,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="flodl-preflight-bench-"))
     try:
         farm = _farm(work / "collections")
-        env = dict(os.environ)
-        env.update(install_callback(work / "callbacks"))
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(farm),
-            ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
-            ANSIBLE_NOCOLOR="1",
-            ANSIBLE_RETRY_FILES_ENABLED="false",
-            ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
-        )
+        env = ansible_env(work, farm)
         version = subprocess.run([args.ansible_playbook, "--version"], capture_output=True, text=True,
                                  check=False).stdout.splitlines()[0]
         rows = []
