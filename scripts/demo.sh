@@ -54,6 +54,7 @@ STATE="$(mktemp -d /tmp/flodl-demo.XXXXXX)"
 mkdir -p /var/tmp/flodl-cluster-tests && chmod 755 /var/tmp/flodl-cluster-tests
 SHARED="$(mktemp -d /var/tmp/flodl-cluster-tests/demo.XXXXXX)"   # outside /tmp: every host sees it
 chmod 755 "$SHARED"
+# shellcheck disable=SC2317  # reached through the trap below
 cleanup() {
     local rc=$?
     if [ -z "${FLODL_DEMO_KEEP:-}" ]; then

@@ -10,6 +10,8 @@ PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # Outside the checkout: inside it, ansible-test would ask git for the file
 # list and find the (git-ignored) copy empty.
 # A private directory per run: concurrent runs (two checkouts, two lines) must not share a copy.
+# Without shellcheck, ansible-test skips that test with a mere warning.
+command -v shellcheck >/dev/null || { echo "sanity: shellcheck not found (scripts/bootstrap.sh installs it)" >&2; exit 1; }
 TOP="$(mktemp -d "${TMPDIR:-/tmp}/flodl-cluster-sanity-$LINE.XXXXXX")"
 trap 'rm -rf "$TOP"' EXIT
 WORK="$TOP/ansible_collections/flodl/cluster"

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import worker_outcome
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, worker_outcome
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP
 
 
 class ActionModule(ActionBase):
@@ -32,6 +33,14 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         name = str(task_vars.get("inventory_hostname", ""))
         phase_result = args["result"]
+        groups = task_vars.get("groups")
+        if isinstance(groups, Mapping) and name not in (groups.get(WORKERS_GROUP) or []):
+            # A play on a host that is not a worker (a runbook on localhost) reports the whole run.
+            if phase_result is None:
+                registered = task_vars.get(args["result_var"])
+                phase_result = registered if isinstance(registered, Mapping) else {}
+            result.update(run_outcome(args["phase"], name, phase_result))
+            return result
         if phase_result is None:
             # Read as registered, without templating: the phase's own result, for one host.
             registered = task_vars.get(args["result_var"])

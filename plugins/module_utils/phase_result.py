@@ -58,6 +58,32 @@ def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[st
     return out
 
 
+def run_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, Any]) -> dict[str, Any]:
+    """The task result of a play host that is not a worker (a runbook on ``localhost``): the run's verdict.
+
+    Such a host speaks for every worker of the run, so it fails when any of them failed: a role used in a
+    play on the controller must not pass a run whose workers failed.
+    """
+    per_host = phase_result.get("per_host") or {}
+    statuses = {str(h): str(e.get("status")) for h, e in per_host.items() if isinstance(e, Mapping)}
+    if not statuses:
+        return {"skipped": True, "changed": False, "msg": f"{phase}: no worker result for this run"}
+    failed = [h for h, s in statuses.items() if s == "failed"]
+    unreachable = [h for h, s in statuses.items() if s == "unreachable"]
+    counts = ", ".join(f"{sum(1 for s in statuses.values() if s == status)} {status}"
+                       for status in STATUSES if status in statuses.values())
+    head = f"{phase} for {len(statuses)} worker(s), reported on {inventory_hostname}: {counts}"
+    out: dict[str, Any] = {"changed": "changed" in statuses.values(), phase: {"workers": statuses}}
+    if failed:
+        lines = [f"{h}: {per_host[h].get('msg') or 'failed'}" for h in failed]
+        out.update(failed=True, msg="\n".join([head, *lines]))
+    else:
+        out["msg"] = head + (f" (unreachable: {', '.join(unreachable)})" if unreachable else "")
+        if unreachable:
+            out["_ansible_verbose_always"] = True
+    return out
+
+
 def preflight_entries(
     reports: Mapping[str, Mapping[str, Any]], inventory_names: Mapping[str, str]
 ) -> dict[str, dict[str, Any]]:

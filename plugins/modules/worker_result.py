@@ -17,6 +17,9 @@ description:
   - An entry C(failed) fails the host with its own message; C(unreachable) (the probe could not connect)
     skips it with the reason, so the run goes on as flodl's does; C(skipped) skips it; C(ok) and C(changed)
     pass.
+  - On a play host that is not in group C(flodl_workers) (an operator's runbook on C(localhost)), the result
+    is the verdict of the whole run. It fails when any worker's entry failed, one line per failed worker, and
+    passes otherwise, naming the unreachable workers.
   - Contacts no host.
 options:
   phase:
@@ -64,7 +67,9 @@ msg:
   returned: always
   type: str
 preflight:
-  description: For O(phase=preflight), the host's report (status, arch, libc, pkill, gpus, data path, probe).
+  description:
+    - For O(phase=preflight), the host's report (status, arch, libc, pkill, gpus, data path, probe).
+    - On a play host that is not a worker, C(workers) instead, mapping each worker to its status (for every phase).
   returned: when O(phase=preflight)
   type: dict
 prebuild:

@@ -366,3 +366,42 @@ def test_unreachable_worker_only_warns_and_the_run_goes_on(
     assert "Prebuild | Result of this worker" in proc.stdout, proc.stdout
     assert "flodl launch plan (check mode" in proc.stdout
     assert proc.returncode == 0
+
+
+def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(
+    installed_collection, netns_cluster_factory: Callable[..., Cluster], netns_shared_dir, tmp_path
+):
+    """The preflight role in an operator's own play on localhost speaks for the whole run."""
+    paths = _layout(netns_shared_dir, "h2data")
+    cluster = netns_cluster_factory([HostSpec("h1"), HostSpec("h2", missing_paths=[str(paths["h2data"])])],
+                                    shared_root=netns_shared_dir)
+    group, hosts = _vars(cluster, paths)
+    hosts["h2"]["flodl_data_path"] = str(paths["h2data"])
+    playbook = tmp_path / "runbook.yml"
+    playbook.write_text(textwrap.dedent("""\
+        - name: Runbook preflight from the controller
+          hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: Preflight every worker
+              ansible.builtin.import_role:
+                name: flodl.cluster.preflight
+                rolespec_validate: false
+        """))
+    inv = cluster.write_inventory(tmp_path / "inv.json", group, hosts)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), str(playbook)])
+    assert proc.returncode != 0, proc.stdout
+    fails = results(proc.stdout)
+    assert sorted(fails) == ["localhost"], fails
+    lines = fails["localhost"]["msg"].splitlines()
+    assert lines[0] == "preflight for 2 worker(s), reported on localhost: 1 ok, 1 failed", lines
+    assert lines[1].startswith("h2: h2: the declared data path ") and str(paths["h2data"]) in lines[1]
+    assert failed_in_recap(proc.stdout) == ["localhost"]
+    assert _accepted(cluster) == {"h1": 1, "h2": 1}
+
+    hosts["h2"]["flodl_data_path"] = str(paths["data"])
+    inv = cluster.write_inventory(tmp_path / "inv.json", group, hosts)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), str(playbook)])
+    assert proc.returncode == 0, proc.stdout
+    assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"localhost": "ok"}
+    assert failed_in_recap(proc.stdout) == []

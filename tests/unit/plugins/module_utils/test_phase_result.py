@@ -7,6 +7,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
     REFUSED,
     entry,
     refused_entries,
+    run_outcome,
     worker_outcome,
 )
 
@@ -64,3 +65,29 @@ def test_refused_for_workers_outside_a_limited_play_still_fails_the_play():
     out = refused_entries(["h1"], [own], {"h3": [own]})
     assert out["h1"]["status"] == "failed"
     assert "h3 (outside this play)" in out["h1"]["msg"] and own in out["h1"]["msg"]
+
+
+def _run(**statuses):
+    return {"per_host": {h: entry(s, f"{h} said {s}") for h, s in statuses.items()}}
+
+
+def test_a_non_worker_play_host_fails_when_any_worker_failed():
+    out = run_outcome("preflight", "localhost", _run(h1="ok", h2="failed", h3="unreachable"))
+    assert out["failed"] is True
+    assert out["msg"].splitlines() == [
+        "preflight for 3 worker(s), reported on localhost: 1 ok, 1 failed, 1 unreachable",
+        "h2: h2 said failed",
+    ]
+    assert out["preflight"] == {"workers": {"h1": "ok", "h2": "failed", "h3": "unreachable"}}
+
+
+def test_a_non_worker_play_host_passes_and_names_the_unreachable():
+    out = run_outcome("prebuild", "localhost", _run(h1="changed", h2="unreachable", h3="skipped"))
+    assert "failed" not in out and out["changed"] is True and out["_ansible_verbose_always"] is True
+    assert out["msg"] == ("prebuild for 3 worker(s), reported on localhost: 1 changed, 1 unreachable, 1 skipped"
+                          " (unreachable: h2)")
+
+
+def test_a_non_worker_play_host_without_any_worker_result_is_skipped():
+    out = run_outcome("launch", "localhost", {})
+    assert out["skipped"] is True and "no worker result" in out["msg"]
