@@ -4,14 +4,11 @@
 """Preflight for a flodl cluster: validate, then probe every worker of the play once, in parallel."""
 from __future__ import annotations
 
-import os
-
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
@@ -20,11 +17,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
     WORKERS_GROUP,
     fail_result,
-    is_local_host,
     launch_host_probe,
     read_run,
     run_lock_enabled,
-    ssh_block_of,
 )
 
 display = Display()
@@ -60,13 +55,7 @@ class ActionModule(ActionBase):
         if refusal:
             return fail_result(result, [refusal], "another run of this project is live; nothing was started")
 
-        build_arch, build_argv = args["build_arch"], None
-        if ctx.prebuild and not build_arch:
-            if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, self._templar):
-                build_arch = os.uname().machine
-            else:
-                target = {"host": ctx.build_host, "ssh": ssh_block_of(self, task_vars, ctx.build_host)}
-                build_argv = probe_argv(target, "uname -m", ctx.project_root)
+        build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
         launch_host = launch_host_probe(self, task_vars, ctx) if "launch" in phases else None
         # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
@@ -74,38 +63,24 @@ class ActionModule(ActionBase):
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                             timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
                             launch_host=launch_host, reuse_dir=reuse_dir)
-        controller, reports = found["controller"], found["hosts"]
-        ordered = [controller, *reports.values()]
-        totals = pf.collect(ordered)
-        warnings = found["warnings"] + totals["warnings"]
-        summary = [pf.summary_line(r) for r in ordered]
-        advisory = pf.glibc_advisory(list(reports.values()))
-        data = {
-            "ok": not totals["failed_hosts"], "check_mode": bool(self._task.check_mode),
-            "controller_identity": ctx.controller_identity, "prebuild": ctx.prebuild,
-            "build_host": ctx.build_host, "build_arch": found["build_arch"], "controller": controller,
-            "hosts": reports, "failed_hosts": totals["failed_hosts"], "warnings": warnings,
-            "advisory": advisory, "summary": summary,
-        }
-        for warning in warnings:
+        controller = found["controller"]
+        data, lines = pf.run_report(
+            controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],
+            check=bool(self._task.check_mode), controller_identity=ctx.controller_identity, prebuild=ctx.prebuild,
+            build_host=ctx.build_host)
+        for warning in data["warnings"]:
             display.warning(warning)
-        header = f"flodl preflight ({len(reports)} worker(s) of the play"
-        header += f", build arch {found['build_arch']})" if found["build_arch"] else ")"
-        display.display("\n".join([header, *[f"  {line}" for line in summary]] + ([advisory] if advisory else [])))
-        if self._task.check_mode:
-            display.display("flodl preflight probes (check mode; the probe only reads):\n" + "\n".join(
-                f"  {h}: {r['probe_command']}" for h, r in reports.items() if "probe_command" in r))
-        if totals["failed_hosts"] or controller.get("errors"):
-            data["failure"] = pf.failure_message(ordered, warnings).splitlines()
+        display.display("\n".join(lines))
+        if "failure" in data:
             sshreuse_io.close_masters(reuse_dir)  # the run stops here: nothing will reuse them
         elif reuse_dir:
             data[sshreuse_io.RESULT_KEY] = reuse_dir
-        result.update(data, changed=False, per_host=preflight_entries(reports, ctx.inventory_names))
+        result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names))
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
-            result.update(failed=True, msg=pf.failure_message([controller], warnings))
+            result.update(failed=True, msg=pf.failure_message([controller], data["warnings"]))
         else:
-            result["msg"] = f"flodl preflight: {len(reports)} worker(s), {len(totals['failed_hosts'])} failed"
+            result["msg"] = f"flodl preflight: {len(found['hosts'])} worker(s), {len(data['failed_hosts'])} failed"
         return result
 
     def _refused(self, result, task_vars, exc: TopologyError):

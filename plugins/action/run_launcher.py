@@ -12,18 +12,11 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import open_log
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    is_local_host,
-    read_run,
-    remote_launch_argv,
-    var,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
-from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
@@ -85,63 +78,28 @@ class ActionModule(ActionBase):
             chdir = os.getcwd()  # ssh runs from here; the command runs in chdir on the launch host
         stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
-            os.makedirs(log_dir, mode=0o750, exist_ok=True)
-            log_path = os.path.join(log_dir, f"launch-{stamp}-{os.getpid()}.log")
-            # Not world-readable (rank output may hold secrets); never through a planted symlink.
-            log = LogSink(open_log(log_path, binary=True), log_path, display.warning)
+            log = launch_io.open_launch_log(log_dir, stamp, display.warning)
         except OSError as exc:
             result.update(failed=True, msg=f"cannot create the launch log under {log_dir}: {exc}")
             return result
         try:
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
-            display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log_path})")
+            display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log.path})")
             outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data,
                                    float(args["timeout"]) or None)
         finally:
             log.close()
-        rc = outcome.rc
-        result.update(changed=True, rc=rc, log_file=log_path, seconds=outcome.seconds, stdout_tail=outcome.tail)
+        interrupted = None if outcome.interrupted is None else signal_name(outcome.interrupted)
+        # No later task of the play runs after an interrupt (ansible-playbook may be gone already): stop the
+        # ranks the launcher may have left on the workers now, before handing the signal back.
+        cleanup = "" if interrupted is None else orphans.after_interrupt(
+            self, task_vars, ORPHAN_CLEANUP_TIMEOUT, display.display, display.warning)
+        result.update(outcome_fields(
+            outcome.rc, outcome.seconds, outcome.tail, log.path, interrupted=interrupted, stop_note=outcome.stop_note,
+            orphan_cleanup=cleanup, timed_out=outcome.timed_out, timeout=args["timeout"], grace=args["grace_seconds"]))
         if log.failed:
             result["log_error"] = f"{log.error}: the log stopped early, the run was not affected"
-        if outcome.interrupted is not None:
-            name = signal_name(outcome.interrupted)
-            # No later task of the play runs after an interrupt (ansible-playbook may be gone already):
-            # stop the ranks the launcher may have left on the workers now, before handing the signal back.
-            cleanup = self._stop_orphans(task_vars or {})
-            result.update(failed=True, interrupted=name, orphan_cleanup=cleanup, msg=(
-                f"the launch command was interrupted by {name}: its process group was stopped "
-                f"({outcome.stop_note}); orphan cleanup: {cleanup}; log: {log_path}"))
+        if interrupted is not None:
             hand_back_signal(outcome)
-            return result
-        if outcome.timed_out:
-            result.update(failed=True, timed_out=True, msg=(
-                f"the launch command did not finish within flodl_launch_timeout={args['timeout']:g}s: its process "
-                f"group was stopped (TERM, then KILL after {args['grace_seconds']:g}s); log: {log_path}"))
-            return result
-        if rc != 0:
-            how = f"signal {-rc}" if rc < 0 else f"code {rc}"
-            last = "\n".join(f"  {line}" for line in outcome.tail[-12:])
-            result.update(failed=True, msg=f"the launch command exited with {how} (rc={rc}) after "
-                          f"{outcome.seconds:.1f}s; log: {log_path}\nlast lines:\n{last}")
-            if rc < 0:
-                result.update(rc=128 - rc, signal=-rc)
-            result.pop("stdout_tail", None)  # already in msg; keeps the failure readable
-            return result
-        result["msg"] = f"the launch command exited with code 0 after {outcome.seconds:.1f}s; log: {log_path}"
         return result
-
-    def _stop_orphans(self, task_vars: Mapping[str, Any]) -> str:
-        """The teardown's cleanup on every remote worker of the play; a one-line summary, never raises."""
-        try:
-            ctx = read_run(self, task_vars, ["teardown"])
-            skipped, targets, _source = orphans.targets_of(
-                ctx, None, var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
-            per_host, warnings = orphans.stop_orphans(ctx, targets, ORPHAN_CLEANUP_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001  (a failed cleanup must not hide the interrupt)
-            return f"could not run ({type(exc).__name__}: {exc}); run flodl.cluster.teardown"
-        lines = [f"{name}: {e['status']} — {e['msg']}" for name, e in {**skipped, **per_host}.items()]
-        display.display("flodl launch: orphan cleanup after the interrupt:\n  " + "\n  ".join(lines or ["no worker"]))
-        for warning in warnings:
-            display.warning(warning)
-        return f"ran on {len(targets)} host(s), {len(warnings)} warning(s)"

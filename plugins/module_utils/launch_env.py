@@ -247,6 +247,15 @@ def is_compose_command(command: str) -> bool:
     return bool(_COMPOSE.search(command or ""))
 
 
+def remote_compose_problem(launch_host: str | None, command: str) -> str | None:
+    """A compose launch only runs where the play runs: its overlay file and compose project live there."""
+    if launch_host is None or not is_compose_command(command):
+        return None
+    return (f"controller: the launch command runs docker compose, and flodl_launch_host is {launch_host}: a compose "
+            "launch on another host is not supported (its overlay file and compose project live where the play "
+            "runs); launch natively there (flodl_launch_docker: false) or run the play on that host")
+
+
 def splice_compose_flags(command: str, flags: str) -> str:
     """Insert ``flags`` right after the first ``docker compose`` of ``command``."""
     match = _COMPOSE.search(command)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 
 
 def plan_lines(
@@ -48,9 +50,78 @@ def plan_lines(
         lines += [f"    {line}" for line in text.splitlines()]
     if envelope_text:
         lines.append(f"  prebuild envelope ({le.ENV_PREBUILD_PER_HOST}, from {envelope_source}):")
-        for host, entry in sorted(json.loads(envelope_text).items()):
-            lines.append(f"    {host}: {json.dumps(entry, sort_keys=True)}")
+        for host, built in sorted(json.loads(envelope_text).items()):
+            lines.append(f"    {host}: {json.dumps(built, sort_keys=True)}")
     if plan.overlay_path:
         lines.append(f"  compose overlay {plan.overlay_path}:")
         lines += [f"    {line}" for line in (plan.overlay or "").splitlines()]
     return lines
+
+
+def outcome_fields(
+    rc: int,
+    seconds: float,
+    tail: list[str],
+    log_path: str,
+    *,
+    interrupted: str | None = None,
+    stop_note: str = "",
+    orphan_cleanup: str = "",
+    timed_out: bool = False,
+    timeout: float = 0.0,
+    grace: float = 0.0,
+) -> dict[str, object]:
+    """The task result fields for how the launch command ended; ``interrupted`` is the signal's name."""
+    out: dict[str, object] = {"changed": True, "rc": rc, "log_file": log_path, "seconds": seconds,
+                              "stdout_tail": list(tail)}
+    if interrupted is not None:
+        out.update(failed=True, interrupted=interrupted, orphan_cleanup=orphan_cleanup, msg=(
+            f"the launch command was interrupted by {interrupted}: its process group was stopped "
+            f"({stop_note}); orphan cleanup: {orphan_cleanup}; log: {log_path}"))
+    elif timed_out:
+        out.update(failed=True, timed_out=True, msg=(
+            f"the launch command did not finish within flodl_launch_timeout={timeout:g}s: its process "
+            f"group was stopped (TERM, then KILL after {grace:g}s); log: {log_path}"))
+    elif rc != 0:
+        how = f"signal {-rc}" if rc < 0 else f"code {rc}"
+        last = "\n".join(f"  {line}" for line in tail[-12:])
+        out.update(failed=True, msg=f"the launch command exited with {how} (rc={rc}) after "
+                   f"{seconds:.1f}s; log: {log_path}\nlast lines:\n{last}")
+        if rc < 0:
+            out.update(rc=128 - rc, signal=-rc)  # a shell's convention, as an operator's scripts expect
+        del out["stdout_tail"]  # already in msg; keeps the failure readable
+    else:
+        out["msg"] = f"the launch command exited with code 0 after {seconds:.1f}s; log: {log_path}"
+    return out
+
+
+def plan_fields(
+    plan: le.LaunchPlan,
+    *,
+    envelope_text: str | None,
+    envelope_source: str | None,
+    log_dir: str,
+    check: bool,
+    guard: str | None,
+    inventory_names: Mapping[str, str],
+) -> dict[str, Any]:
+    """The launch step's task result for a prepared plan: what runs, the printable plan, each worker's entry.
+
+    A topology holding ``controller.join.token`` is shown redacted, here and in the plan's lines.
+    """
+    secret = le.holds_secret(plan.topology)
+    shown = le.redacted_topology(plan.topology) if plan.topology else None
+    shown_json = json.dumps(shown, indent=2, ensure_ascii=False) if secret and shown else plan.topology_json
+    env = dict(plan.env)
+    lines = plan_lines(plan, env, envelope_text, envelope_source, log_dir, check, guard, shown_json, secret)
+    ranks = {str(w["host"]): w.get("ranks") for w in (plan.topology or {}).get("workers", [])}
+    return {
+        "command": plan.command, "cwd": plan.cwd, "env": env, "guarded": plan.guarded,
+        "topology": shown, "topology_json": shown_json, "topology_redacted": secret,
+        "prebuild_envelope": json.loads(envelope_text) if envelope_text else None,
+        "prebuild_envelope_source": envelope_source, "extra_hosts": [f"{h}:{ip}" for h, ip in plan.extra_hosts],
+        "overlay_path": plan.overlay_path, "overlay": plan.overlay, "launcher_root": plan.launcher_root,
+        "log_dir": log_dir, "plan": lines,
+        "per_host": {inventory_names.get(h, h): entry("ok", f"in the launched run, ranks {r}", ranks=r)
+                     for h, r in ranks.items()},
+    }

@@ -575,3 +575,37 @@ def local_worker_report(
             report["errors"].append(finding.message)
             report["status"] = STATUS_ERROR
     return report
+
+
+def run_report(
+    controller: Mapping[str, Any],
+    reports: Mapping[str, Mapping[str, Any]],
+    sweep_warnings: Sequence[str],
+    *,
+    build_arch: str | None,
+    check: bool,
+    controller_identity: str,
+    prebuild: bool,
+    build_host: str,
+) -> tuple[dict[str, Any], list[str]]:
+    """The preflight step's result (``failure`` set when any host has an error) and the lines it prints."""
+    ordered = [controller, *reports.values()]
+    totals = collect(ordered)
+    warnings = [*sweep_warnings, *totals["warnings"]]
+    summary = [summary_line(r) for r in ordered]
+    advisory = glibc_advisory(list(reports.values()))
+    data: dict[str, Any] = {
+        "ok": not totals["failed_hosts"], "check_mode": check, "controller_identity": controller_identity,
+        "prebuild": prebuild, "build_host": build_host, "build_arch": build_arch, "controller": dict(controller),
+        "hosts": {h: dict(r) for h, r in reports.items()}, "failed_hosts": totals["failed_hosts"],
+        "warnings": warnings, "advisory": advisory, "summary": summary,
+    }
+    header = f"flodl preflight ({len(reports)} worker(s) of the play"
+    header += f", build arch {build_arch})" if build_arch else ")"
+    lines = [header, *[f"  {line}" for line in summary]] + ([advisory] if advisory else [])
+    if check:
+        lines.append("flodl preflight probes (check mode; the probe only reads):")
+        lines += [f"  {h}: {r['probe_command']}" for h, r in reports.items() if "probe_command" in r]
+    if totals["failed_hosts"] or controller.get("errors"):
+        data["failure"] = failure_message(ordered, warnings).splitlines()
+    return data, lines

@@ -8,7 +8,8 @@ opens each worker's ssh as a master (``ControlMaster=auto``) whose socket lives 
 private 0700 directory made for this run; the launch topology gives each worker's
 ``ssh.options`` the same three options, so the launcher's ssh (its orphan cleanup and its
 fan-out) rides the open connection instead of a new handshake. ``ControlPersist`` bounds
-an idle master, and the launch step closes every master when the launcher exits.
+an idle master; the launch step closes every master when the launcher exits, and a watcher
+(plugin_utils.sshreuse_watch) does when the run ends before that.
 
 A worker whose own options already set ``ControlMaster`` or ``ControlPath`` is left alone
 (sshargs.uses_control_master). Pure: the directory is made and cleaned by plugin_utils.

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
+from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
@@ -28,6 +30,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run
 # Registered by the prebuild role's build step.
 PREBUILD_RESULT_VAR = "flodl_prebuild_run"
 PREFLIGHT_RESULT_VAR = "flodl_preflight_run"
+LOG_DIR_REL = "target/cluster/logs"  # the default launch log directory, under the project
 
 
 def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | None, str | None]:
@@ -172,3 +175,30 @@ def apply_overlay(plan: le.LaunchPlan, project_dir: str, check: bool, warnings: 
         plan.overlay_path = None
         return False
     return changed
+
+
+def open_launch_log(log_dir: str, stamp: str, warn: Callable[[str], None]) -> LogSink:
+    """A new 0640 log under ``log_dir`` (never opened through a planted symlink: rank output may hold secrets).
+
+    A full disk later only stops the log, never the run (LogSink). Raises OSError when it cannot be created.
+    """
+    os.makedirs(log_dir, mode=0o750, exist_ok=True)
+    path = os.path.join(log_dir, f"launch-{stamp}-{os.getpid()}.log")
+    return LogSink(open_log(path, binary=True), path, warn)
+
+
+def log_dir_of(ctx: RunContext, given: str | None) -> tuple[str, list[str]]:
+    """The launch log directory, and the problem when the default one is not safe to write to.
+
+    The default lies in a shared project: a symlink planted at target/cluster/logs (or above it) would make
+    this run create its log wherever the link points. A directory the operator gave is theirs to trust.
+    """
+    if given:
+        return given, []
+    log_dir = le.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
+    if resolved_under(ctx.project_dir, log_dir):
+        return log_dir, []
+    return log_dir, [
+        f"controller: the launch log directory {log_dir} resolves to {os.path.realpath(log_dir)}, outside the "
+        f"project {ctx.project_dir} (a symbolic link in its path); refusing to write the log there. Remove the "
+        "link (and check who made it), or set flodl_launch_log_dir to a directory you trust"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import teardown as td
@@ -19,7 +19,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.identity import cont
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
 
 
@@ -55,3 +55,22 @@ def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any],
         per_host[ctx.inventory_names.get(host, host)] = outcome
         warnings += [warning] if warning else []
     return per_host, warnings
+
+
+def after_interrupt(action: Any, task_vars: Mapping[str, Any], timeout: float,
+                    show: Callable[[str], None], warn: Callable[[str], None]) -> str:
+    """The teardown's cleanup on every remote worker of the play, from the launch step; a one-line summary.
+
+    Never raises: a failed cleanup must not hide the interrupt that called it.
+    """
+    try:
+        ctx = read_run(action, task_vars, ["teardown"])
+        skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar, launch_io.PREBUILD_RESULT_VAR))
+        per_host, warnings = stop_orphans(ctx, targets, timeout)
+    except Exception as exc:  # noqa: BLE001
+        return f"could not run ({type(exc).__name__}: {exc}); run flodl.cluster.teardown"
+    lines = [f"{name}: {e['status']} — {e['msg']}" for name, e in {**skipped, **per_host}.items()]
+    show("flodl launch: orphan cleanup after the interrupt:\n  " + "\n  ".join(lines or ["no worker"]))
+    for warning in warnings:
+        warn(warning)
+    return f"ran on {len(targets)} host(s), {len(warnings)} warning(s)"

@@ -20,7 +20,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import bina
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, is_local_host, ssh_block_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
@@ -149,3 +149,14 @@ def live_binaries(ctx: RunContext) -> dict[str, str]:
         for w in ctx.remotes
         if w.get("arch")
     }
+
+
+def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
+                    given: str | None) -> tuple[str | None, list[str] | None]:
+    """(the build host's arch when known here, else the argv that reads it during the sweep)."""
+    if not ctx.prebuild or given:
+        return given, None
+    if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
+        return os.uname().machine, None
+    target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
+    return None, probe_argv(target, "uname -m", ctx.project_root)

@@ -22,20 +22,11 @@ from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, create_exclusive
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import pid_alive
 
 display = Display()
 
 LOCK_NAME = os.path.basename(runlock.LOCK_FILE_REL)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read_capped(path: str) -> bytes:
@@ -65,7 +56,7 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
         if held.pid == holder_pid and held.controller_host == controller_host:
             return None, []  # this run already holds it (launch after cluster_train's first step)
         here = held.controller_host == controller_host
-        alive = _pid_alive(held.pid) if here else None
+        alive = pid_alive(held.pid) if here else None
         stale = runlock.stale_reason(held, this_host=controller_host, now=time.time(), pid_alive=alive)
         if stale is None:
             return runlock.refusal_message(project_dir, {}, held), []

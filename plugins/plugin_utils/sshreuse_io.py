@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
 from typing import Any
 
@@ -14,13 +12,19 @@ from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, launch_docker, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import close_masters_in, start_watcher
 
 REUSE_VAR = "flodl_ssh_reuse"
 RESULT_KEY = "ssh_control_dir"
 
 
 def enabled(task_vars: Any, templar: Any) -> bool:
-    """``flodl_ssh_reuse`` (default true)."""
+    """``flodl_ssh_reuse`` (default true), for a launch that runs attached.
+
+    A detached launcher outlives the play, and the masters end with it: its fan-out makes its own connections.
+    """
+    if as_bool(var(task_vars, templar, "flodl_launch_detach", False)):
+        return False
     return as_bool(var(task_vars, templar, REUSE_VAR, True)) is not False
 
 
@@ -32,34 +36,17 @@ def make_dir() -> str | None:
         except OSError:
             continue
         if sshreuse.dir_fits(path):
+            # The launch step closes the masters; the watcher does when the run ends before it (our parent
+            # is the ansible-playbook process, as for the run lock).
+            start_watcher(os.getppid(), path, sshreuse.DIR_PREFIX)
             return path
         os.rmdir(path)
     return None
 
 
 def close_masters(control_dir: str | None, timeout: float = 10.0) -> int:
-    """``ssh -O exit`` every master whose socket is in the directory, then remove it; the count closed."""
-    if not control_dir or not os.path.isdir(control_dir) or not os.path.basename(
-            control_dir.rstrip("/")).startswith(sshreuse.DIR_PREFIX):
-        return 0
-    procs = []
-    for name in sorted(os.listdir(control_dir)):
-        sock = os.path.join(control_dir, name)
-        try:
-            procs.append(subprocess.Popen(
-                ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "flodl-master"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        except OSError:
-            continue
-    closed = 0
-    for proc in procs:
-        try:
-            closed += proc.wait(timeout=timeout) == 0
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    shutil.rmtree(control_dir, ignore_errors=True)
-    return closed
+    """``ssh -O exit`` every master whose socket is in the run's directory, then remove it; the count closed."""
+    return close_masters_in(control_dir, sshreuse.DIR_PREFIX, timeout)
 
 
 def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> str | None:
@@ -77,3 +64,17 @@ def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
             return None  # the launch phase reports it
     # A launcher inside a container sees no socket of this controller.
     return None if in_container else make_dir()
+
+
+def masters_for_launch(action: Any, task_vars: Any, preflight: Any, guarded: bool) -> str | None:
+    """The masters the preflight probe left for this launch, when it will use them; otherwise they are closed.
+
+    Not used in check mode (nothing runs), under a launcher's own recursion guard, or with reuse turned off.
+    """
+    found = preflight.get(RESULT_KEY) if isinstance(preflight, dict) else None
+    if not isinstance(found, str) or not os.path.isdir(found):
+        return None
+    if action._task.check_mode or guarded or not enabled(task_vars, action._templar):
+        close_masters(found)
+        return None
+    return found

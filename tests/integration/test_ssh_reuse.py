@@ -4,14 +4,17 @@ With ``flodl_ssh_reuse`` on (the default), the preflight probe leaves a master c
 and the launcher's ssh (the stand-in's pre-spawn cleanup, its fan-out and its post-exit cleanup, as
 flodl's launcher does, docs/launcher-contract.md §3f/§3g) rides it: each worker's sshd logs exactly
 one accepted login for the whole run. With it off, every ssh pays its own handshake: the probe plus
-the launcher's three. Either way no master process, socket or directory is left behind.
+the launcher's three. Either way no master process, socket or directory is left behind, also when the
+run stops before the launch (a failed build) and for a detached launch, which makes its own connections.
 """
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -63,8 +66,9 @@ def _masters(dirs_before: set[str]) -> list[str]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if argv.startswith("ssh") and "ControlPath=" in argv and "/flodl-ssh-" in argv and not any(
-                d in argv for d in dirs_before):
+        # A ControlPersist master retitles itself "ssh: <socket> [mux]".
+        if argv.startswith("ssh") and ("ControlPath=" in argv or "[mux]" in argv) and "/flodl-ssh-" in argv \
+                and not any(d in argv for d in dirs_before):
             found.append(argv)
     return found
 
@@ -90,3 +94,49 @@ def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3,
     assert ("ControlMaster=auto" in proc.stdout) is reuse  # the launch plan shows the topology's options
     assert _our_dirs() <= dirs, "the run's control directory was left behind"
     assert not _masters(dirs), "an ssh master outlived the play"
+
+
+def _gone(dirs_before: set[str], seconds: float = 10.0) -> bool:
+    """No master process and no control directory of a run started after ``dirs_before`` was taken."""
+    deadline = time.monotonic() + seconds
+    while _masters(dirs_before) or not _our_dirs() <= dirs_before:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_masters_end_with_a_run_that_stops_before_the_launch(installed_collection, cluster3, netns_shared_dir,
+                                                              tmp_path):
+    """A build that fails after the probe opened the masters: the launch step never runs to close them."""
+    cluster = cluster3
+    project = _project(netns_shared_dir / "proj")
+    with open(project / "src" / "main.rs", "a") as fh:
+        fh.write("\nfn broken( {\n")
+    inv = _inventory(cluster, project, tmp_path / "inv.json")
+    dirs = _our_dirs()
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"])
+    assert proc.returncode != 0
+    assert "flodl preflight (3 worker(s)" in proc.stdout and "flodl launch plan" not in proc.stdout
+    assert _gone(dirs), f"an ssh master or control directory outlived the play: {_masters(dirs)}"
+
+
+def test_a_detached_launch_makes_its_own_connections(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """The masters end with the play; a detached launcher outlives it, so its fan-out must not ride them."""
+    cluster = cluster3
+    project = _project(netns_shared_dir / "proj")
+    inv = _inventory(cluster, project, tmp_path / "inv.json")
+    dirs = _our_dirs()
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train",
+                                              "-e", "flodl_launch_detach=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ControlMaster=auto" not in proc.stdout  # the plan prints the topology's ssh options
+    match = re.search(r"detached run [0-9a-f]{16} started on localhost \(pid \d+\).*?; log: (\S+)", proc.stdout)
+    assert match, proc.stdout
+    log = Path(match.group(1).rstrip('",'))
+    deadline = time.monotonic() + 60
+    while not all(f"[standin-launcher] {h}: exited with status 0" in (log.read_text() if log.exists() else "")
+                  for h in ARCH):
+        assert time.monotonic() < deadline, f"the detached run did not finish on every worker:\n{log.read_text()}"
+        time.sleep(0.3)
+    assert _gone(dirs)

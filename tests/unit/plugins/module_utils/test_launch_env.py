@@ -678,3 +678,11 @@ def test_probe_and_launcher_reach_the_same_socket():
 def test_directory_length_bound():
     assert sshreuse.dir_fits("/tmp/flodl-ssh-abcdefgh")
     assert not sshreuse.dir_fits("/" + "x" * 80)
+
+
+def test_a_compose_launch_is_refused_only_on_another_launch_host():
+    assert le.remote_compose_problem(None, "docker compose run --rm dev fdl train") is None
+    assert le.remote_compose_problem("h1", "fdl train") is None
+    problem = le.remote_compose_problem("h1", "docker compose run --rm dev fdl train")
+    assert problem.startswith("controller: the launch command runs docker compose, and flodl_launch_host is h1")
+    assert "flodl_launch_docker: false" in problem

@@ -527,3 +527,28 @@ def test_host_key_failure_fails_the_run_in_failure_message() -> None:
     summary = pf.collect(reports)
     assert summary["failed_hosts"] == ["gpu-b"]
     assert "ssh-keyscan" in pf.failure_message(reports, summary["warnings"])
+
+
+def test_run_report_collects_every_failing_host_and_prints_the_summary() -> None:
+    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
+    good = _eval()
+    bad = dict(_eval(), host="h2", status="error", errors=["h2: the declared data path /mnt/gone is missing"],
+               probe_command="ssh h2 sh -c probe")
+    data, lines = pf.run_report(controller, {"h1": good, "h2": bad}, ["h3: could not resolve"], build_arch="x86_64",
+                                check=True, controller_identity="vm", prebuild=True, build_host="localhost")
+    assert data["ok"] is False and data["failed_hosts"] == ["h2"]
+    assert data["warnings"][0] == "h3: could not resolve"
+    assert data["failure"][0] == "flodl preflight failed on 1 host(s); nothing was built or launched:"
+    assert lines[0] == "flodl preflight (2 worker(s) of the play, build arch x86_64)"
+    assert lines[1].startswith("  controller vm: ok") and lines[3].startswith("  h2: error")
+    assert data["failure"][1] == "  h2: the declared data path /mnt/gone is missing"
+    assert lines[-2:] == ["flodl preflight probes (check mode; the probe only reads):", "  h2: ssh h2 sh -c probe"]
+
+
+def test_run_report_of_a_clean_run_has_no_failure() -> None:
+    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
+    data, lines = pf.run_report(controller, {"h1": _eval()}, [], build_arch=None, check=False,
+                                controller_identity="vm", prebuild=False, build_host="localhost")
+    assert data["ok"] is True and "failure" not in data and data["failed_hosts"] == []
+    assert lines[0] == "flodl preflight (1 worker(s) of the play)"
+    assert not any("check mode" in line for line in lines)

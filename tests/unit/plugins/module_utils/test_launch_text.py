@@ -1,0 +1,82 @@
+"""module_utils.launch_text: the launch plan and how the launch command ended, as task results."""
+from __future__ import annotations
+
+import json
+
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields, plan_fields
+
+LOG = "/p/target/cluster/logs/launch-1.log"
+
+
+def test_success_keeps_the_tail_and_does_not_fail():
+    out = outcome_fields(0, 2.04, ["a", "b"], LOG)
+    assert "failed" not in out and out["changed"] is True and out["rc"] == 0
+    assert out["stdout_tail"] == ["a", "b"] and out["log_file"] == LOG
+    assert out["msg"] == f"the launch command exited with code 0 after 2.0s; log: {LOG}"
+
+
+def test_a_non_zero_exit_fails_with_the_last_twelve_lines_in_the_message_only():
+    tail = [f"line {i}" for i in range(20)]
+    out = outcome_fields(3, 1.0, tail, LOG)
+    assert out["failed"] is True and out["rc"] == 3 and "stdout_tail" not in out
+    head, rest = out["msg"].split("\nlast lines:\n")
+    assert head == f"the launch command exited with code 3 (rc=3) after 1.0s; log: {LOG}"
+    assert rest.splitlines() == [f"  line {i}" for i in range(8, 20)]
+
+
+def test_death_by_signal_reads_as_a_shell_would_report_it():
+    out = outcome_fields(-9, 1.0, [], LOG)
+    assert out["rc"] == 137 and out["signal"] == 9
+    assert out["msg"].startswith("the launch command exited with signal 9 (rc=-9)")
+
+
+def test_a_timeout_names_the_variable_and_the_grace():
+    out = outcome_fields(-15, 20.0, ["x"], LOG, timed_out=True, timeout=20.0, grace=5.0)
+    assert out["failed"] is True and out["timed_out"] is True
+    assert out["msg"] == ("the launch command did not finish within flodl_launch_timeout=20s: its process group "
+                          f"was stopped (TERM, then KILL after 5s); log: {LOG}")
+
+
+def test_an_interrupt_wins_over_the_exit_code_and_reports_the_cleanup():
+    out = outcome_fields(-15, 3.0, [], LOG, interrupted="SIGTERM", stop_note="TERM sent, gone after 0.1s",
+                         orphan_cleanup="ran on 2 host(s), 0 warning(s)", timed_out=True)
+    assert out["failed"] is True and out["interrupted"] == "SIGTERM" and "timed_out" not in out
+    assert out["orphan_cleanup"] == "ran on 2 host(s), 0 warning(s)"
+    assert out["msg"] == ("the launch command was interrupted by SIGTERM: its process group was stopped (TERM sent, "
+                          f"gone after 0.1s); orphan cleanup: ran on 2 host(s), 0 warning(s); log: {LOG}")
+
+
+def _plan(token: str | None = None):
+    from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+
+    cluster = {
+        "controller": {"host": "10.0.0.1", "port": 1337, "path": "/opt/proj"},
+        "workers": [{"host": "gpu-a", "path": "/opt/proj", "local_devices": [0, 1]},
+                    {"host": "gpu-b", "path": "/opt/proj", "local_devices": [0]}],
+    }
+    if token:
+        cluster["controller"]["join"] = {"min_rank_start": 2, "token": token}
+    return le.prepare_launch(le.LaunchInputs(cluster=cluster, project_root="/opt/proj", cmd="train", host_user="u"),
+                             lambda host: [])
+
+
+def test_plan_fields_give_each_worker_its_ranks_under_its_inventory_name():
+    fields = plan_fields(_plan(), envelope_text='{"gpu-b": {"bin": "/b"}}', envelope_source="the prebuild step",
+                         log_dir="/opt/proj/target/cluster/logs", check=True, guard=None,
+                         inventory_names={"gpu-a": "a.example"})
+    assert fields["per_host"] == {
+        "a.example": {"status": "ok", "msg": "in the launched run, ranks [0, 1]", "data": {"ranks": [0, 1]}},
+        "gpu-b": {"status": "ok", "msg": "in the launched run, ranks [2]", "data": {"ranks": [2]}},
+    }
+    assert fields["prebuild_envelope"] == {"gpu-b": {"bin": "/b"}} and fields["topology_redacted"] is False
+    assert fields["plan"][0] == "flodl launch plan (check mode: nothing runs, nothing is written)"
+    assert '    gpu-b: {"bin": "/b"}' in fields["plan"]
+
+
+def test_plan_fields_never_show_the_join_token():
+    token = "cd" * 16
+    fields = plan_fields(_plan(token), envelope_text=None, envelope_source=None, log_dir="/l", check=True,
+                         guard=None, inventory_names={})
+    assert fields["topology_redacted"] is True
+    assert token not in json.dumps({k: v for k, v in fields.items() if k != "env"})
+    assert token not in "\n".join(fields["plan"])
