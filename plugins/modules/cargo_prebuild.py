@@ -525,21 +525,7 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     order = [t.host for t in plan.targets]
     hosts = {h: _host_entry(plan, h) for h in order}
     failures: dict[str, HostFailure] = {}
-
-    for target in plan.targets:
-        if target.problem is not None:
-            failures[target.host] = HostFailure(target.host, target.arch, target.problem)
-            hosts[target.host]["status"] = "failed"
-
-    runnable: list[BuildStep] = []
-    for step in plan.steps:
-        if os.path.isdir(os.path.join(step.variant_dir, "lib")):
-            runnable.append(step)
-            continue
-        for host in step.hosts:
-            failures[host] = HostFailure(host, step.arch, missing_variant_reason(step.variant_dir))
-            hosts[host]["status"] = "failed"
-
+    runnable = _runnable_steps(plan, hosts, failures)
     result: dict[str, Any] = {
         "changed": False,
         "mode": plan.mode,
@@ -552,103 +538,22 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         for step in runnable:
             for host in step.hosts:
                 hosts[host]["status"] = "would build" if host == step.host else "would link"
-        result["builds"] = [s.as_dict() for s in plan.steps]
-        result["hosts"] = hosts
-        result["summary"] = _summary(plan, hosts, check=True)
+        result.update(builds=[s.as_dict() for s in plan.steps], hosts=hosts, summary=_summary(plan, hosts, check=True))
         if failures:
-            result["failed_hosts"] = [h for h in order if h in failures]
-            result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
-            return _failed(msg=format_failures([failures[h] for h in order if h in failures]), **result)
+            return _with_failures(result, order, failures)
         envelope = plan.envelope()
         result.update(envelope=envelope, envelope_json=envelope_json(envelope) if envelope else "")
         return result
 
-    previous_envelope = None
-    if envelope_file:
-        try:
-            with open(envelope_file, encoding="utf-8") as fh:
-                previous_envelope = fh.read()
-        except OSError:
-            previous_envelope = None
-        _remove(envelope_file)
-
-    native = plan.docker_service is None
-    tail_count = p["tail_lines"]
-    ran: dict[str, dict[str, Any]] = {}
-    if runnable:
-        timeout = p["build_timeout"]
-        root = plan.project_root
-
-        def run(step: BuildStep) -> dict[str, Any]:
-            return _run_step(step, extra_env, native, tail_count, timeout, root)
-
-        # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
-        # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.
-        rest = runnable
-        if not os.path.isfile(runnable[0].binary):
-            first = run(runnable[0])
-            ran[first["host"]] = first
-            rest = runnable[1:]
-        if rest:
-            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-                for out in pool.map(run, rest):
-                    ran[out["host"]] = out
-
-    builds: list[dict[str, Any]] = []
-    for step in plan.steps:
-        if step.host in ran:
-            builds.append(ran[step.host])
-        else:
-            builds.append(dict(step.as_dict(), status="not run", changed=False))
-    changed = False
-    for step in runnable:
-        out = ran[step.host]
-        for host in step.hosts:
-            entry = hosts[host]
-            entry.update({k: out[k] for k in ("rc", "seconds", "started", "ended", "tail")})
-            if out["error"] is not None:
-                entry["status"] = "failed"
-                entry["changed"] = False
-                if host == step.host:
-                    failures[host] = HostFailure(
-                        host,
-                        step.arch,
-                        out["error"],
-                        command=step.command,
-                        cwd=step.cwd,
-                        log=step.log_path,
-                        tail=tuple(out["tail"]),
-                    )
-                else:
-                    failures[host] = HostFailure(
-                        host, step.arch, f"shares the build of host {step.host} (same variant), which failed"
-                    )
-                continue
-            if host == step.host:
-                entry["status"] = out["status"]
-                entry["changed"] = out["changed"]
-            else:
-                dest = hosts[host]["binary"]
-                try:
-                    linked = _link_binary(step.binary, dest)
-                except OSError as exc:
-                    failures[host] = HostFailure(
-                        host, step.arch, f"could not link {step.binary} to {dest}: {exc}"
-                    )
-                    entry["status"] = "failed"
-                    entry["changed"] = False
-                    continue
-                entry["status"] = "linked"
-                entry["changed"] = linked
-            changed = changed or entry["changed"]
-
+    previous_envelope = _take_envelope(envelope_file)
+    ran = _run_steps(runnable, plan, extra_env, p["tail_lines"], p["build_timeout"])
+    builds = [ran.get(step.host) or dict(step.as_dict(), status="not run", changed=False) for step in plan.steps]
+    changed = _settle(runnable, ran, hosts, failures)
     result.update(builds=builds, hosts=hosts, summary=_summary(plan, hosts, check=False))
     if failures:
-        result["failed_hosts"] = [h for h in order if h in failures]
-        result["failures"] = {h: format_failure(failures[h]) for h in order if h in failures}
         result["changed"] = changed or previous_envelope is not None
         built = sum(1 for b in builds if b.get("status") in ("built", "up to date"))
-        return _failed(msg=format_failures([failures[h] for h in order if h in failures], built), **result)
+        return _with_failures(result, order, failures, built)
 
     envelope = plan.envelope()
     # No remote worker: fdl-cli leaves FLODL_INTERNAL_PREBUILD_PER_HOST unset, so hand over "" (= unset).
@@ -665,6 +570,108 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
             changed = changed or previous_envelope is not None
     result.update(changed=changed, envelope=envelope, envelope_json=text)
     return result
+
+
+def _runnable_steps(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]],
+                    failures: dict[str, HostFailure]) -> list[BuildStep]:
+    """The steps that can run; a host with a problem in its plan, or no variant directory, fails instead."""
+    for target in plan.targets:
+        if target.problem is not None:
+            failures[target.host] = HostFailure(target.host, target.arch, target.problem)
+            hosts[target.host]["status"] = "failed"
+    runnable: list[BuildStep] = []
+    for step in plan.steps:
+        if os.path.isdir(os.path.join(step.variant_dir, "lib")):
+            runnable.append(step)
+            continue
+        for host in step.hosts:
+            failures[host] = HostFailure(host, step.arch, missing_variant_reason(step.variant_dir))
+            hosts[host]["status"] = "failed"
+    return runnable
+
+
+def _with_failures(result: dict[str, Any], order: list[str], failures: dict[str, HostFailure],
+                   built: int = 0) -> dict[str, Any]:
+    """The failed module result: every failing host, in worker order."""
+    failing = [h for h in order if h in failures]
+    result.update(failed_hosts=failing, failures={h: format_failure(failures[h]) for h in failing})
+    return _failed(msg=format_failures([failures[h] for h in failing], built), **result)
+
+
+def _take_envelope(envelope_file: str) -> str | None:
+    """The previous envelope's text (None when there was none); the file is removed until every build passed."""
+    if not envelope_file:
+        return None
+    try:
+        with open(envelope_file, encoding="utf-8") as fh:
+            previous = fh.read()
+    except OSError:
+        previous = None
+    _remove(envelope_file)
+    return previous
+
+
+def _run_steps(runnable: list[BuildStep], plan: PrebuildPlan, extra_env: dict[str, Any], tail_count: int,
+               timeout: float) -> dict[str, dict[str, Any]]:
+    """Every runnable build; host -> its outcome."""
+    ran: dict[str, dict[str, Any]] = {}
+    if not runnable:
+        return ran
+    native = plan.docker_service is None
+
+    def run(step: BuildStep) -> dict[str, Any]:
+        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_root)
+
+    # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
+    # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.
+    rest = runnable
+    if not os.path.isfile(runnable[0].binary):
+        first = run(runnable[0])
+        ran[first["host"]] = first
+        rest = runnable[1:]
+    if rest:
+        with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+            for out in pool.map(run, rest):
+                ran[out["host"]] = out
+    return ran
+
+
+def _settle(runnable: list[BuildStep], ran: dict[str, dict[str, Any]], hosts: dict[str, dict[str, Any]],
+            failures: dict[str, HostFailure]) -> bool:
+    """Each host's entry from its step's outcome (hosts sharing a build get a link); whether anything changed."""
+    changed = False
+    for step in runnable:
+        out = ran[step.host]
+        for host in step.hosts:
+            entry = hosts[host]
+            entry.update({k: out[k] for k in ("rc", "seconds", "started", "ended", "tail")})
+            if out["error"] is not None:
+                entry["status"] = "failed"
+                entry["changed"] = False
+                if host == step.host:
+                    failures[host] = HostFailure(host, step.arch, out["error"], command=step.command, cwd=step.cwd,
+                                                 log=step.log_path, tail=tuple(out["tail"]))
+                else:
+                    failures[host] = HostFailure(
+                        host, step.arch, f"shares the build of host {step.host} (same variant), which failed"
+                    )
+                continue
+            if host == step.host:
+                entry["status"] = out["status"]
+                entry["changed"] = out["changed"]
+            else:
+                dest = hosts[host]["binary"]
+                try:
+                    linked = _link_binary(step.binary, dest)
+                except OSError as exc:
+                    failures[host] = HostFailure(host, step.arch, f"could not link {step.binary} to {dest}: {exc}")
+                    entry["status"] = "failed"
+                    entry["changed"] = False
+                    continue
+                entry["status"] = "linked"
+                entry["changed"] = linked
+            changed = changed or entry["changed"]
+    return changed
 
 
 def main() -> None:
