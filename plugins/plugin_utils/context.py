@@ -278,40 +278,8 @@ def build_context(
     except TopologyError as exc:
         problems[:0] = exc.problems
 
-    scale_raw = var(task_vars, templar, "flodl_net_timeout_scale")
-    if isinstance(scale_raw, str) and not scale_raw.strip():
-        scale_raw = None  # a blank survey answer: unset (FLODL_NET_TIMEOUT_SCALE="" itself stays refused)
-    scale_source = "flodl_net_timeout_scale"
-    if scale_raw is None and ENV_NET_TIMEOUT_SCALE in os.environ:
-        scale_raw = os.environ[ENV_NET_TIMEOUT_SCALE]
-        scale_source = f"controller environment {ENV_NET_TIMEOUT_SCALE}"
-    scale_text: str | None = None
-    if scale_raw is not None:
-        scale_text = str(scale_raw)
-        try:
-            parse_net_timeout_scale(scale_text)
-        except NetScaleError as exc:
-            problems.append(f"controller: {scale_source}: {exc}")
-
-    prebuild_raw = var(task_vars, templar, "flodl_prebuild", True)
-    prebuild = as_bool(prebuild_raw)
-    if prebuild is None:
-        problems.append(
-            f"controller: flodl_prebuild must be true or false, got {prebuild_raw!r}"
-        )
-        prebuild = True
-    cmd = var(task_vars, templar, "flodl_cmd")
-    needs_cmd = "launch" in phases or ("prebuild" in phases and prebuild)
-    if needs_cmd and (cmd is None or not str(cmd).strip()):
-        problems.append(
-            "controller: flodl_cmd is required: the fdl command name, which is also the cargo --bin target "
-            "(e.g. flodl_cmd: train)"
-        )
-    elif cmd is not None:
-        problems += [p for p in [cargo_bin_problem(cmd, "controller: flodl_cmd")] if p]
-    # Relative to the project root; a leading "/" has always meant the root too.
-    cmd_dir_raw = str(var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
-    problems += [p for p in [relative_path_problem(cmd_dir_raw, "controller: flodl_cmd_dir", "the project root")] if p]
+    scale_text = _net_timeout_scale(task_vars, templar, problems)
+    prebuild, cmd, cmd_dir = _controller_settings(task_vars, templar, phases, problems)
     problems += env_problems(cluster)
     if prebuild and ("prebuild" in phases or "preflight" in phases):
         for index, worker in enumerate(cluster["workers"]):
@@ -346,7 +314,6 @@ def build_context(
             per_host[name] = found + per_host.get(name, [])
         raise TopologyError(every, per_host=per_host or None)
 
-    cmd_dir = str(cmd_dir_raw).strip("/")
     fdl_env = var(task_vars, templar, "flodl_fdl_env")
     launch_command = var(task_vars, templar, "flodl_launch_command")
     project_dir = var(task_vars, templar, "flodl_project_dir") or cluster["controller"]["path"]
@@ -364,6 +331,47 @@ def build_context(
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
     )
+
+
+def _net_timeout_scale(task_vars: Mapping[str, Any], templar: Any, problems: list[str]) -> str | None:
+    """``flodl_net_timeout_scale``, else the controller's ``FLODL_NET_TIMEOUT_SCALE``; a bad value is a problem."""
+    scale_raw = var(task_vars, templar, "flodl_net_timeout_scale")
+    if isinstance(scale_raw, str) and not scale_raw.strip():
+        scale_raw = None  # a blank survey answer: unset (FLODL_NET_TIMEOUT_SCALE="" itself stays refused)
+    scale_source = "flodl_net_timeout_scale"
+    if scale_raw is None and ENV_NET_TIMEOUT_SCALE in os.environ:
+        scale_raw = os.environ[ENV_NET_TIMEOUT_SCALE]
+        scale_source = f"controller environment {ENV_NET_TIMEOUT_SCALE}"
+    if scale_raw is None:
+        return None
+    try:
+        parse_net_timeout_scale(str(scale_raw))
+    except NetScaleError as exc:
+        problems.append(f"controller: {scale_source}: {exc}")
+    return str(scale_raw)
+
+
+def _controller_settings(task_vars: Mapping[str, Any], templar: Any, phases: list[str],
+                         problems: list[str]) -> tuple[bool, Any, str]:
+    """(``flodl_prebuild``, ``flodl_cmd``, ``flodl_cmd_dir`` without its slashes), their problems appended."""
+    prebuild_raw = var(task_vars, templar, "flodl_prebuild", True)
+    prebuild = as_bool(prebuild_raw)
+    if prebuild is None:
+        problems.append(f"controller: flodl_prebuild must be true or false, got {prebuild_raw!r}")
+        prebuild = True
+    cmd = var(task_vars, templar, "flodl_cmd")
+    needs_cmd = "launch" in phases or ("prebuild" in phases and prebuild)
+    if needs_cmd and (cmd is None or not str(cmd).strip()):
+        problems.append(
+            "controller: flodl_cmd is required: the fdl command name, which is also the cargo --bin target "
+            "(e.g. flodl_cmd: train)"
+        )
+    elif cmd is not None:
+        problems += [p for p in [cargo_bin_problem(cmd, "controller: flodl_cmd")] if p]
+    # Relative to the project root; a leading "/" has always meant the root too.
+    cmd_dir = str(var(task_vars, templar, "flodl_cmd_dir", "") or "").strip("/")
+    problems += [p for p in [relative_path_problem(cmd_dir, "controller: flodl_cmd_dir", "the project root")] if p]
+    return prebuild, cmd, cmd_dir
 
 
 def _number(value: Any) -> float | None:
