@@ -21,6 +21,7 @@ AWX host summaries show every worker by name:
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,13 +76,19 @@ def run_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, 
     head = f"{phase} for {len(statuses)} worker(s), reported on {inventory_hostname}: {counts}"
     out: dict[str, Any] = {"changed": "changed" in statuses.values(), phase: {"workers": statuses}}
     if failed:
-        lines = [f"{h}: {per_host[h].get('msg') or 'failed'}" for h in failed]
+        lines = [_named(h, str(per_host[h].get("msg") or "failed")) for h in failed]
         out.update(failed=True, msg="\n".join([head, *lines]))
     else:
         out["msg"] = head + (f" (unreachable: {', '.join(unreachable)})" if unreachable else "")
         if unreachable:
             out["_ansible_verbose_always"] = True
     return out
+
+
+def _named(host: str, msg: str) -> str:
+    """``msg`` led by the host's name, unless it already names the host before its first colon."""
+    head = msg.split(":", 1)[0]
+    return msg if re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", head) else f"{host}: {msg}"
 
 
 def preflight_entries(

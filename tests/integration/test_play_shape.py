@@ -395,7 +395,7 @@ def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(
     assert sorted(fails) == ["localhost"], fails
     lines = fails["localhost"]["msg"].splitlines()
     assert lines[0] == "preflight for 2 worker(s), reported on localhost: 1 ok, 1 failed", lines
-    assert lines[1].startswith("h2: h2: the declared data path ") and str(paths["h2data"]) in lines[1]
+    assert lines[1].startswith("h2: the declared data path ") and str(paths["h2data"]) in lines[1]
     assert failed_in_recap(proc.stdout) == ["localhost"]
     assert _accepted(cluster) == {"h1": 1, "h2": 1}
 

@@ -76,7 +76,7 @@ def test_a_non_worker_play_host_fails_when_any_worker_failed():
     assert out["failed"] is True
     assert out["msg"].splitlines() == [
         "preflight for 3 worker(s), reported on localhost: 1 ok, 1 failed, 1 unreachable",
-        "h2: h2 said failed",
+        "h2 said failed",
     ]
     assert out["preflight"] == {"workers": {"h1": "ok", "h2": "failed", "h3": "unreachable"}}
 
@@ -91,3 +91,16 @@ def test_a_non_worker_play_host_passes_and_names_the_unreachable():
 def test_a_non_worker_play_host_without_any_worker_result_is_skipped():
     out = run_outcome("launch", "localhost", {})
     assert out["skipped"] is True and "no worker result" in out["msg"]
+
+
+def test_the_run_verdict_names_each_failed_host_once():
+    run = {"per_host": {
+        "h1": entry("failed", "h1: the declared data path /d is missing"),
+        "h10": entry("failed", "- host h10, variant precompiled/cu128: build exited with status 101"),
+        "h2": entry("failed", f"{REFUSED}: host h1 (worker 0): bad"),
+    }}
+    assert run_outcome("prebuild", "localhost", run)["msg"].splitlines()[1:] == [
+        "h1: the declared data path /d is missing",
+        "- host h10, variant precompiled/cu128: build exited with status 101",
+        f"h2: {REFUSED}: host h1 (worker 0): bad",
+    ]
