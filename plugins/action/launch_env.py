@@ -46,14 +46,15 @@ class ActionModule(ActionBase):
             "launch_host": {"type": "str", "default": "localhost"},
         })
         preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
+        guard = le.recursion_guard(os.environ)
         # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
-        reuse_dir = sshreuse_io.masters_for_launch(self, task_vars, preflight, le.recursion_guard(os.environ) is not None)
-        result = self._prepare(result, task_vars, args, preflight, reuse_dir)
+        reuse_dir = sshreuse_io.masters_for_launch(self, task_vars, preflight, guard is not None)
+        result = self._prepare(result, task_vars, args, preflight, guard, reuse_dir)
         if result.get("failed"):
             sshreuse_io.close_masters(reuse_dir)  # nothing is launched: nothing will ride them
         return result
 
-    def _prepare(self, result, task_vars, args, preflight, reuse_dir):
+    def _prepare(self, result, task_vars, args, preflight, guard, reuse_dir):
         try:
             ctx = read_run(self, task_vars, ["launch"])
             docker_service = launch_docker(args["launch_docker"], task_vars, self._templar, ctx)
@@ -66,7 +67,6 @@ class ActionModule(ActionBase):
         testing = args["testing_cluster"]
         if testing is None:
             testing = as_bool(var(task_vars, self._templar, "flodl_testing_cluster", True)) is not False
-        guard = le.recursion_guard(os.environ)
         counts: dict[str, tuple[int, int]] = {}
         envelope_text = envelope_source = None
         if guard is None:

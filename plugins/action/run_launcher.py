@@ -53,7 +53,7 @@ class ActionModule(ActionBase):
     def _run(self, result, args, task_vars):
         command, chdir = args["command"], args["chdir"]
         added: Mapping[str, Any] = args["env"] or {}
-        log_dir = args["log_dir"] or os.path.join(chdir, "target", "cluster", "logs")
+        log_dir = args["log_dir"] or os.path.join(chdir, launch_io.LOG_DIR_REL)
         result.update(command=command, cwd=chdir)
         if self._task.check_mode:
             msg = f"check mode: would run `{command}` in {chdir} with {len(added)} added variable(s)"
