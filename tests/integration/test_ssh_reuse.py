@@ -106,8 +106,8 @@ def _gone(dirs_before: set[str], seconds: float = 10.0) -> bool:
     return True
 
 
-def test_masters_end_with_a_run_that_stops_before_the_launch(installed_collection, cluster3, netns_shared_dir,
-                                                              tmp_path):
+def test_masters_end_with_a_run_that_stops_before_the_launch(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
     """A build that fails after the probe opened the masters: the launch step never runs to close them."""
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
