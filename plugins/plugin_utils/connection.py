@@ -30,26 +30,30 @@ def _option(conn: Any, name: str) -> tuple[Any, str]:
         return None, "default"
 
 
-def keyword_connection(task: Any) -> str:
+def keyword_connection(task: Any, on_workers: bool = True) -> str:
     """The ``connection`` keyword that applies to the workers, for a host without ``ansible_connection``.
 
-    A delegated task's own value belongs to the delegated host (the prebuild step runs on
-    ``flodl_build_host``), and ansible-core 2.21 even writes the loaded plugin's name back into
-    ``task.connection`` (``ansible.builtin.local`` for ``delegate_to: localhost``). So a delegated
-    task takes the keyword from its parents (block, role, play), as the workers' own tasks would.
+    ansible-core 2.21 writes the loaded plugin's name back into ``task.connection`` (the first play host's,
+    ``ansible.builtin.local`` for the controller's own box or for ``delegate_to: localhost``), so the keyword
+    is read as written: the task's own (``task._ds``), else its parents' (block, role, play). A delegated
+    task's own keyword is the delegated host's (the prebuild step runs on ``flodl_build_host``), and a play
+    on a host that is not a worker (a runbook on localhost) says nothing about how the workers are reached.
     """
-    if getattr(task, "delegate_to", None):
-        inherited = getattr(task, "_get_parent_attribute", None)
-        value = inherited("connection", omit=True) if callable(inherited) else None
-        return value if isinstance(value, str) and value else "ssh"
-    return str(task.connection or "ssh")
+    if not on_workers:
+        return "ssh"
+    written = getattr(task, "_ds", None)
+    own = None if getattr(task, "delegate_to", None) or not isinstance(written, Mapping) else written.get("connection")
+    inherited = getattr(task, "_get_parent_attribute", None)
+    value = own or (inherited("connection", omit=True) if callable(inherited) else None)
+    return value if isinstance(value, str) and value else "ssh"
 
 
-def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cli_password: bool) -> ResolvedConnection:
+def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cli_password: bool,
+                       on_workers: bool = True) -> ResolvedConnection:
     """The connection options Ansible would use for the host whose variables are ``host_vars``."""
     host_templar = templar.copy_with_new_env(available_variables=host_vars)
     name = host_vars.get("ansible_connection")
-    name = str(host_templar.template(name)) if name is not None else keyword_connection(task)
+    name = str(host_templar.template(name)) if name is not None else keyword_connection(task, on_workers)
     if name not in SSH_NAMES:
         return ResolvedConnection(connection=name)
     conn = connection_loader.get("ssh", PlayContext(), None)

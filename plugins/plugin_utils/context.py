@@ -419,11 +419,13 @@ def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) 
     ]
 
 
-def _ansible_resolver(action: Any) -> ConnectionResolver:
+def _ansible_resolver(action: Any, task_vars: Mapping[str, Any]) -> ConnectionResolver:
     cli_password = bool(getattr(action._play_context, "password", None))
+    # The play's connection keyword is the workers' only when the play runs on them.
+    on_workers = task_vars.get("inventory_hostname") in ((task_vars.get("groups") or {}).get(WORKERS_GROUP) or [])
 
     def resolve(_name: str, host_vars: Mapping[str, Any]) -> ResolvedConnection:
-        return resolve_connection(action._task, action._templar, host_vars, cli_password)
+        return resolve_connection(action._task, action._templar, host_vars, cli_password, on_workers)
 
     return resolve
 
@@ -436,13 +438,13 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     """
     if not connections:
         return build_context(task_vars, action._templar, phases, lambda _name, _vars: ResolvedConnection())
-    return build_context(task_vars, action._templar, phases, _ansible_resolver(action))
+    return build_context(task_vars, action._templar, phases, _ansible_resolver(action, task_vars))
 
 
 def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
     """flodl's ssh block for any inventory host (the build host, the launch host)."""
     host_vars = (task_vars.get("hostvars") or {}).get(host) or {}
-    return derive_worker_ssh(host, _ansible_resolver(action)(host, host_vars)).ssh
+    return derive_worker_ssh(host, _ansible_resolver(action, task_vars)(host, host_vars)).ssh
 
 
 def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: RunContext) -> str | None:

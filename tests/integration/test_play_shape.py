@@ -405,3 +405,22 @@ def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(
     assert proc.returncode == 0, proc.stdout
     assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"localhost": "ok"}
     assert failed_in_recap(proc.stdout) == []
+
+
+def test_a_first_worker_on_the_local_connection_does_not_decide_how_the_others_are_reached(
+    installed_collection, cluster3, netns_shared_dir, tmp_path
+):
+    """The controller's own box listed first with ``ansible_connection: local``: the others are still ssh.
+
+    ansible-core 2.21 records the first play host's connection plugin on the run-once task; read as the
+    play's keyword, it made every other worker "local" and refused them.
+    """
+    paths = _layout(netns_shared_dir)
+    group, hosts = _vars(cluster3, paths)
+    hosts["h1"]["ansible_connection"] = "local"
+    inv = cluster3.write_inventory(tmp_path / "inv.json", group, hosts)
+    proc = _play(installed_collection, inv, "preflight", env={"FLODL_HOST_NAME": "h1"})
+    assert proc.returncode == 0, proc.stdout
+    assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"h1": "ok", "h2": "ok", "h3": "ok"}
+    assert "h1: ok — the controller's own box, no ssh" in proc.stdout
+    assert _accepted(cluster3) == {"h1": 0, "h2": 1, "h3": 1}

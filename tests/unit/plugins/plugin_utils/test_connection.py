@@ -1,4 +1,4 @@
-"""keyword_connection: the ``connection`` keyword that applies to the workers, delegated tasks included."""
+"""keyword_connection: the `connection` keyword that applies to the workers (delegated tasks, 2.21 write-back, runbooks)."""
 from __future__ import annotations
 
 import pytest
@@ -36,3 +36,18 @@ def test_a_delegated_task_with_its_own_keyword_still_uses_the_parents():
 def test_a_task_on_the_worker_uses_its_own_keyword(play_connection, own, expect):
     task = _task(play_connection, **({"connection": own} if own else {}))
     assert keyword_connection(task) == expect
+
+
+@pytest.mark.parametrize("play_connection", [None, "paramiko"])
+def test_the_loaded_plugin_written_back_by_ansible_2_21_is_not_the_keyword(play_connection):
+    # A run-once step on a first worker that is the controller's own box (ansible_connection: local): 2.21
+    # records that host's plugin on the task, which says nothing about how the other workers are reached.
+    task = _task(play_connection)
+    task.connection = "ansible.builtin.local"
+    assert keyword_connection(task) == (play_connection or "ssh")
+
+
+def test_a_play_on_a_host_that_is_not_a_worker_says_nothing_of_the_workers():
+    task = _task("local")  # a runbook on localhost with `connection: local`
+    assert keyword_connection(task, on_workers=False) == "ssh"
+    assert keyword_connection(task) == "local"
