@@ -21,7 +21,8 @@ RESULT_KEY = "ssh_control_dir"
 def enabled(task_vars: Any, templar: Any) -> bool:
     """``flodl_ssh_reuse`` (default true), for a launch that runs attached.
 
-    A detached launcher outlives the play, and the masters end with it: its fan-out makes its own connections.
+    A detached launcher outlives the play while the masters end with the play, so its fan-out makes its own
+    connections.
     """
     if as_bool(var(task_vars, templar, "flodl_launch_detach", False)):
         return False
