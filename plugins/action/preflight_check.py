@@ -85,7 +85,11 @@ class ActionModule(ActionBase):
 
     def _refused(self, result, task_vars, exc: TopologyError):
         """The run refused before contact, with problems that name workers: each worker reports its own."""
-        hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all") or task_vars.get("groups", {}).get(WORKERS_GROUP, [])]
+        workers = [str(h) for h in task_vars.get("groups", {}).get(WORKERS_GROUP, [])]
+        play = [str(h) for h in task_vars.get("ansible_play_hosts_all") or workers]
+        # A play on a host that is not a worker (a runbook on localhost) reports the run through that host
+        # (worker_result), so every worker gets its own entry.
+        hosts = [h for h in play if h in workers] or workers
         per_host = refused_entries(hosts, exc.problems, exc.per_host or {})
         display.display("flodl preflight: " + REFUSED + "\n" + "\n".join(f"  {p}" for p in exc.problems))
         failed = sorted(h for h, e in per_host.items() if e["status"] == "failed")

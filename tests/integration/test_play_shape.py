@@ -406,6 +406,17 @@ def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(
     assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"localhost": "ok"}
     assert failed_in_recap(proc.stdout) == []
 
+    # Refused on a worker's variables: the verdict counts the workers, and names the one at fault.
+    hosts["h2"]["flodl_local_devices"] = "half"
+    inv = cluster.write_inventory(tmp_path / "inv.json", group, hosts)
+    before = _accepted(cluster)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), str(playbook)])
+    assert proc.returncode != 0, proc.stdout
+    lines = results(proc.stdout)["localhost"]["msg"].splitlines()
+    assert lines[0] == "preflight for 2 worker(s), reported on localhost: 1 failed, 1 skipped", lines
+    assert lines[1].startswith("h2: refused before contact (no host was contacted): ") and "flodl_local_devices" in lines[1]
+    assert len(lines) == 2 and _accepted(cluster) == before
+
 
 def test_a_first_worker_on_the_local_connection_does_not_decide_how_the_others_are_reached(
     installed_collection, cluster3, netns_shared_dir, tmp_path
