@@ -27,6 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.flodl.cluster.plugins.module_utils.fdl_commands import (
+    CONFIG_NAMES,
+    cluster_command,
+    command_dir,
+    run_line,
+)
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 
@@ -35,7 +41,6 @@ try:
 except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
     yaml = None
 
-CONFIG_NAMES = ("fdl.yaml", "fdl.yml", "fdl.json")
 OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"
 INHERIT_KEY = "inherit-from"
@@ -64,8 +69,6 @@ _CONTROLLER_VARS = (
     ("data_path", "flodl_controller_data_path"),
     ("join", "flodl_controller_join"),
 )
-# Fields that make a root command a "preset" rather than a directory pointer.
-_PRESET_FIELDS = ("ddp", "training", "output", "options")
 
 
 class FdlConfigError(Exception):
@@ -600,59 +603,6 @@ def cluster_block(config: FdlConfig) -> Dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# The fdl command that fans out
-# --------------------------------------------------------------------------
-
-
-def _dispatches(spec: Any, inherited: bool) -> bool:
-    """Whether ``spec`` (or an inline nested command) resolves to cluster: true."""
-    if not isinstance(spec, dict):
-        return inherited
-    own = spec.get("cluster")
-    effective = own if isinstance(own, bool) else inherited
-    nested = spec.get("commands")
-    if isinstance(nested, dict) and nested:
-        return effective or any(_dispatches(child, effective) for child in nested.values())
-    return effective
-
-
-def cluster_command(commands: Any) -> Optional[str]:
-    """The single top-level command whose ``cluster`` flag resolves to true.
-
-    ``None`` when there is none or more than one (ambiguous).
-    """
-    if not isinstance(commands, dict):
-        return None
-    hits = [str(name) for name, spec in commands.items() if _dispatches(spec, False)]
-    return hits[0] if len(hits) == 1 else None
-
-
-def command_dir(name: str, spec: Any, project_dir: Any) -> Optional[str]:
-    """The directory of a directory-pointer command, relative to the project.
-
-    Only returned when it is unambiguous: the command has no ``run:`` and
-    no preset fields, its directory (``path:`` or ``./<name>/``) lies inside
-    the project and holds its own fdl manifest.
-    """
-    spec = spec if isinstance(spec, dict) else {}
-    if spec.get("run") is not None or any(spec.get(k) is not None for k in _PRESET_FIELDS):
-        return None
-    relative = spec.get("path") if spec.get("path") is not None else name
-    if not isinstance(relative, str) or not relative:
-        return None
-    root = Path(project_dir).absolute()
-    target = Path(os.path.normpath(str(root / relative)))
-    try:
-        inside = target.relative_to(Path(os.path.normpath(str(root))))
-    except ValueError:
-        return None
-    if not any((target / n).is_file() for n in CONFIG_NAMES):
-        return None
-    text = inside.as_posix()
-    return "" if text == "." else text
-
-
-# --------------------------------------------------------------------------
 # Mapping to inventory variables
 # --------------------------------------------------------------------------
 
@@ -725,7 +675,14 @@ def inventory_from_cluster(
     cmd = cluster_command(commands)
     if cmd is not None:
         cluster_vars["flodl_cmd"] = cmd
-        directory = command_dir(cmd, commands.get(cmd), project_dir)
+        spec = commands.get(cmd)
+        script = run_line(spec)
+        if script is not None:
+            # fdl-cli runs a run: script itself (natively, or in the command's own compose service).
+            cluster_vars["flodl_cmd_run"] = script
+            docker = spec.get("docker")
+            cluster_vars["flodl_launch_docker"] = docker if isinstance(docker, str) and docker.strip() else False
+        directory = command_dir(cmd, spec, project_dir)
         if directory:
             cluster_vars["flodl_cmd_dir"] = directory
     return workers, cluster_vars

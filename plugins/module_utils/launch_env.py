@@ -269,6 +269,20 @@ def splice_compose_flags(command: str, flags: str) -> str:
 # --------------------------------------------------------------------------
 
 
+def run_script_command(script: str, docker_service: str | None, forward: Sequence[str] = ()) -> str:
+    """What fdl-cli runs for a ``run:`` command: the line itself, or in the command's compose service.
+
+    In a container it is ``docker compose run --rm`` plus a bare ``-e NAME``
+    per forwarded variable, then ``<svc> bash -c '<the line>'``: no
+    ``FDL_PROJECT_ROOT``, no ``cd``, nothing appended (the entry wrapping
+    of :func:`default_launch_command` is for entry commands only).
+    """
+    if not docker_service:
+        return script
+    flags = "".join(f" -e {name}" for name in forward)
+    return f"docker compose run --rm{flags} {posix_quote(docker_service)} bash -c {posix_quote(script)}"
+
+
 def default_launch_command(
     cmd: str,
     cmd_dir: str,
@@ -351,6 +365,7 @@ class LaunchInputs:
     controller_identity: str | None = None
     libtorch: Mapping[str, str] = field(default_factory=dict)
     ssh_reuse_dir: str | None = None  # this run's master connections (module_utils.sshreuse); None: bytes as fdl's
+    cmd_run: str | None = None  # the command's run: line (fdl-cli runs it from the project root)
 
 
 @dataclass
@@ -399,12 +414,14 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
             testing_hex = testing_cluster_hex(inputs.cluster, inputs.local_gpu_counts)
         except ValueError as exc:
             warnings.append(f"controller: {ENV_TESTING_CLUSTER_JSON} not set: {exc}")
+    forward = [ENV_TESTING_CLUSTER_JSON] if testing_hex is not None else []
+    if ENV_TESTING_GPU_JSON in inputs.controller_env:
+        forward.append(ENV_TESTING_GPU_JSON)
     if inputs.launch_command:
         command, cwd_rel = inputs.launch_command, (inputs.cmd_dir or "").strip("/")
+    elif inputs.cmd_run is not None:
+        command, cwd_rel = run_script_command(inputs.cmd_run, inputs.docker_service, forward), ""
     else:
-        forward = [ENV_TESTING_CLUSTER_JSON] if testing_hex is not None else []
-        if ENV_TESTING_GPU_JSON in inputs.controller_env:
-            forward.append(ENV_TESTING_GPU_JSON)
         command, cwd_rel = default_launch_command(
             inputs.cmd, inputs.cmd_dir, inputs.docker_service, inputs.container_root, forward
         )

@@ -197,7 +197,8 @@ class PrebuildPlan:
 
     @property
     def envelope_file(self) -> str:
-        return _under(self.project_root, ENVELOPE_FILE_REL)
+        # Beside the target dirs, in the checkout (controller.path only holds the libtorch variants).
+        return _under(self.project_dir or self.project_root, ENVELOPE_FILE_REL)
 
     def step_for(self, host: str) -> BuildStep | None:
         owner = self.built_by.get(host)

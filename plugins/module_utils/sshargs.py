@@ -198,6 +198,17 @@ def worker_ssh_block(
     return (derived.ssh if derived.ssh or explicit is not None else None), derived.problems
 
 
+def own_worker_ssh_block(worker_vars: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The controller's own worker: its declared ``flodl_ssh`` as written (it is never reached over ssh).
+
+    Nothing is derived from its Ansible connection; a non-map is kept for the validator, as above.
+    """
+    explicit = worker_vars.get("flodl_ssh")
+    if explicit is None:
+        return None
+    return dict(explicit) if isinstance(explicit, Mapping) else {"__invalid__": explicit}
+
+
 def uses_control_master(options: list[str]) -> bool:
     """True when the operator set their own connection sharing (never override it)."""
     return _has_option(options, "ControlMaster") or _has_option(options, "ControlPath")

@@ -36,7 +36,7 @@ description:
     (C(<target dir>/prebuild.log)).
   - Files in the (possibly shared) project are written without following symlinks - a planted symlink or hard link
     at a build log or the envelope file is refused, never written through - and build logs are created mode
-    C(0640), never world-readable. A target dir that resolves outside O(project_root) is refused.
+    C(0640), never world-readable. A target dir that resolves outside the checkout (O(project_dir)) is refused.
   - With O(dedupe), hosts that share a variant share one build, run in the target dir of the first of them; the
     binary is then hard-linked (copied across file systems) to C(target/cluster/<host>/<slug>/release/<cmd>) of
     every other host of the variant, on every run, so each host's envelope entry points at its own path.
@@ -112,7 +112,7 @@ options:
     description:
       - Where to write the envelope JSON on success, for a later standalone launch. Removed when a build fails or
         when there is no remote worker.
-      - Defaults to C(<project_root>/target/cluster/prebuild-envelope.json). An empty string disables the file.
+      - Defaults to C(<project_dir>/target/cluster/prebuild-envelope.json) (the checkout; O(project_root) when unset). An empty string disables the file.
       - Written atomically through an unpredictable temporary name; a symlink at this path is refused.
     type: str
   build_timeout:
@@ -521,7 +521,7 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         return _failed(msg=f"flodl prebuild: {exc}")
     envelope_file = p["envelope_file"]
     if envelope_file is None:
-        envelope_file = f"{plan.project_root.rstrip('/')}/{ENVELOPE_FILE_REL}"
+        envelope_file = plan.envelope_file
     order = [t.host for t in plan.targets]
     hosts = {h: _host_entry(plan, h) for h in order}
     failures: dict[str, HostFailure] = {}
@@ -620,7 +620,7 @@ def _run_steps(runnable: list[BuildStep], plan: PrebuildPlan, extra_env: dict[st
     native = plan.docker_service is None
 
     def run(step: BuildStep) -> dict[str, Any]:
-        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_root)
+        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_dir)
 
     # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
     # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.

@@ -27,9 +27,11 @@ description:
     C(<project root>/.fdl-cluster-overlay.yml) (extra_hosts for services cuda, dev, bench) and splices
     C(-f docker-compose.yml -f <overlay>) after C(docker compose); also exports C(HOSTNAME), C(LIBTORCH_CPU_PATH) and
     (with C(flodl_controller_arch)) C(LIBTORCH_HOST_PATH) for the compose file.
-  - The launch command is C(flodl_launch_command), else C(cargo run --release --bin <flodl_cmd>) in the command's
-    directory, or, with a compose service (O(launch_docker), default C(flodl_controller_docker)),
-    C(docker compose run --rm <service> bash -c "cd /workspace/<dir> && cargo run --release --bin <cmd>").
+  - The launch command is C(flodl_launch_command), else the command's C(run:) line (C(flodl_cmd_run)) from the
+    project root, else C(cargo run --release --bin <flodl_cmd>) in the command's directory. With a compose
+    service (O(launch_docker), default C(flodl_controller_docker)) a C(run:) line becomes
+    C(docker compose run --rm <service> bash -c '<line>') and the cargo command fdl-cli's entry wrapping,
+    C(docker compose run --rm -e FDL_PROJECT_ROOT=/workspace <service> bash -c 'cd /workspace/<dir> && ... ').
   - Prints the plan (command, cwd, variables, decoded topology, envelope, overlay). In check mode the plan shows
     every value in full and nothing is written.
 options:

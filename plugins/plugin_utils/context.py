@@ -49,6 +49,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
     ResolvedConnection,
     connection_from_vars,
     derive_worker_ssh,
+    own_worker_ssh_block,
     worker_ssh_block,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
@@ -130,6 +131,7 @@ class RunContext:
     build_host: str
     launch_command: str | None
     project_dir: str = ""
+    cmd_run: str | None = None  # the fdl command's run: line (flodl_cmd_run), run as fdl-cli runs it
     play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
     inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
     warnings: list[str] = field(default_factory=list)
@@ -269,7 +271,9 @@ def build_context(
         inventory_names[host] = name
         workers.append((name, values))
         if host == identity:
-            continue  # the controller's own box is never reached over ssh
+            # Never reached over ssh, but a declared block is part of the topology (fdl-cli keeps it).
+            ssh_blocks[name] = own_worker_ssh_block(values)
+            continue
         ssh_blocks[name], found = worker_ssh_block(host, values, resolve(name, raw))
         problems += found
     cluster = cluster_from_inventory(workers, cluster_vars, ssh_blocks)
@@ -316,6 +320,7 @@ def build_context(
 
     fdl_env = var(task_vars, templar, "flodl_fdl_env")
     launch_command = var(task_vars, templar, "flodl_launch_command")
+    cmd_run = var(task_vars, templar, "flodl_cmd_run")
     project_dir = var(task_vars, templar, "flodl_project_dir") or cluster["controller"]["path"]
     return RunContext(
         cluster=cluster,
@@ -327,6 +332,7 @@ def build_context(
         fdl_env=str(fdl_env) if fdl_env is not None and str(fdl_env).strip() else None,
         build_host=build_host,
         launch_command=str(launch_command) if launch_command else None,
+        cmd_run=str(cmd_run).strip() if cmd_run is not None and str(cmd_run).strip() else None,
         project_dir=str(project_dir),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
@@ -550,7 +556,7 @@ def launch_host_probe(action: Any, task_vars: Mapping[str, Any], ctx: RunContext
         return None
     ssh = launch_ssh(action, task_vars, host)
     argvs = {
-        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_root)
+        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_dir)
         for w in ctx.remotes
         if ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
     }

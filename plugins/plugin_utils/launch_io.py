@@ -45,7 +45,7 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
     if value is None and isinstance(play_result, Mapping) and not play_result.get("skipped"):
         value, source = play_result.get("envelope"), f"this play's prebuild ({PREBUILD_RESULT_VAR})"
     if value is None:
-        path = le.join_root(ctx.project_root, ENVELOPE_FILE_REL)
+        path = le.join_root(ctx.project_dir, ENVELOPE_FILE_REL)
         try:
             with open(path, encoding="utf-8") as fh:
                 value = json.load(fh)
@@ -89,7 +89,7 @@ def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, tuple[int, in
         else:
             counts[ctx.controller_identity] = local
     remote = [w for w in missing if w["host"] != ctx.controller_identity]
-    jobs = {w["host"]: probe_argv(w, GPU_COUNT_SCRIPT, ctx.project_root) for w in remote}
+    jobs = {w["host"]: probe_argv(w, GPU_COUNT_SCRIPT, ctx.project_dir) for w in remote}
     for host, res in run_parallel(jobs, timeout=30.0 * float(ctx.net_timeout_scale or 1.0)).items():
         if not res.ok:
             why = res.error or f"ssh exited {res.returncode}: {res.stderr.strip()[-300:]}"
@@ -152,7 +152,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
         local_gpu_counts=local_gpu_counts() if testing and not guarded else None,
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
-        ssh_reuse_dir=ssh_reuse_dir,
+        ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run,
     )
 
 

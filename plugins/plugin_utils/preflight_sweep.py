@@ -84,7 +84,7 @@ def sweep(
         script = pf.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
         if worker["host"] in live_binaries:
             script += "; " + runlock.running_script(live_binaries[worker["host"]])
-        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf.remote_command(script), ctx.project_root)
+        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf.remote_command(script), ctx.project_dir)
         plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
@@ -159,4 +159,4 @@ def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
     if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
         return os.uname().machine, None
     target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
-    return None, probe_argv(target, "uname -m", ctx.project_root)
+    return None, probe_argv(target, "uname -m", ctx.project_dir)
