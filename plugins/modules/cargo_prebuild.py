@@ -267,7 +267,6 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
-    ENVELOPE_FILE_REL,
     BuildStep,
     HostFailure,
     PrebuildError,
