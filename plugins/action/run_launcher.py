@@ -42,7 +42,7 @@ class ActionModule(ActionBase):
             "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
             "launch_host": {"type": "str", "default": "localhost"}, "detach": {"type": "bool", "default": False},
             "ssh_control_dir": {"type": "path"},
-            "timeout": {"type": "float", "default": 0},
+            "timeout": {"type": "float", "default": 0}, "output_batch_seconds": {"type": "float", "default": 2.0},
         })
         try:
             return self._run(result, args, task_vars or {})
@@ -87,7 +87,7 @@ class ActionModule(ActionBase):
             where = f" on {remote}" if remote else ""
             display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log.path})")
             outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data,
-                                   float(args["timeout"]) or None)
+                                   float(args["timeout"]) or None, max(0.0, float(args["output_batch_seconds"])))
         finally:
             log.close()
         interrupted = None if outcome.interrupted is None else signal_name(outcome.interrupted)

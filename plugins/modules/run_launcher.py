@@ -56,6 +56,13 @@ options:
         with C(timed_out). V(0) means no limit.
     type: float
     default: 0
+  output_batch_seconds:
+    description:
+      - The command's output is shown in batches, each one display call (one job event under ansible-runner and
+        AWX) - a line waits at most this many seconds before it is shown, and a batch also goes out once it holds
+        500 lines or 64 KiB. The launch log gets every line as it comes. V(0) shows every line at once.
+    type: float
+    default: 2.0
   detach:
     description:
       - Start the command detached on the launch host (its own session, output appended to a log under

@@ -10,6 +10,7 @@ SIGTERM to the group, then SIGKILL after the grace period.
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -18,6 +19,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils.output_batch import DEFAULT_INTERVAL, OutputBatcher
 
 TAIL_LINES = 30
 
@@ -79,6 +82,43 @@ def _close_quietly(stream: Any) -> None:
         pass  # the far side is already gone
 
 
+def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batcher: OutputBatcher) -> None:
+    """Every output line to the log (and the tail) as it comes; to ``show`` in batches, until EOF."""
+    fd = stream.fileno()
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    pending = b""
+
+    def one(raw: bytes) -> None:
+        log.write(raw)
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        tail.append(line)
+        batch = batcher.add(line, time.monotonic())
+        if batch is not None:
+            show(batch)
+
+    try:
+        while True:
+            if not selector.select(batcher.wait(time.monotonic())):
+                batch = batcher.take()  # the oldest buffered line has waited long enough
+                if batch is not None:
+                    show(batch)
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                one(raw + b"\n")
+        if pending:
+            one(pending)
+    finally:
+        selector.close()
+        batch = batcher.take()
+        if batch is not None:
+            show(batch)
+
+
 @dataclass
 class RunOutcome:
     rc: int
@@ -99,8 +139,10 @@ def run_streamed(
     grace: float,
     stdin_data: bytes | None = None,
     timeout: float | None = None,
+    batch_seconds: float = DEFAULT_INTERVAL,
 ) -> RunOutcome:
-    """Run ``argv``; every output line goes to ``log`` (bytes) and to ``show``; stop cleanly on a signal.
+    """Run ``argv``; every output line goes to ``log`` (bytes) as it comes and to ``show`` in batches
+    (module_utils.output_batch: a line waits at most ``batch_seconds``); stop cleanly on a signal.
 
     With ``stdin_data`` (a remote launch over ssh) the data is written and stdin kept open: closing it
     is how the remote wrapper learns to stop its session, so a stop closes stdin first and gives the
@@ -139,11 +181,7 @@ def run_streamed(
             watchdog = threading.Timer(timeout, _stop_on_timeout, args=(proc, grace, timed_out))
             watchdog.daemon = True
             watchdog.start()
-        for raw in iter(proc.stdout.readline, b""):
-            log.write(raw)
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            tail.append(line)
-            show(line)
+        _pump(proc.stdout, log, tail, show, OutputBatcher(batch_seconds))
         rc = proc.wait()
     except _Interrupted as exc:
         interrupted = exc.signum
