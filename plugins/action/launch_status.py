@@ -4,6 +4,8 @@
 """State of a detached run: its launcher on the launch host, a log tail, and the ranks on each worker."""
 from __future__ import annotations
 
+import time
+
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -18,6 +20,10 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_sweep impo
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 
 display = Display()
+POLL_SECONDS = 5.0
+STATUS_ARGS = {
+    "run_id": {"type": "str"}, "lines": {"type": "int", "default": 20}, "wait_seconds": {"type": "float", "default": 0},
+}
 
 
 class ActionModule(ActionBase):
@@ -30,18 +36,25 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, args = self.validate_argument_spec(argument_spec={
-            "run_id": {"type": "str"}, "lines": {"type": "int", "default": 20},
-        })
+        _spec, args = self.validate_argument_spec(argument_spec=STATUS_ARGS)
         try:
             ctx = read_run(self, task_vars, ["teardown"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
-        run, why = find_run(ctx.project_dir, args["run_id"] or None)
+        run_id, problem = dt.requested_run_id(args["run_id"], task_vars.get("flodl_run_id"), task_vars.get("flodl_launch"))
+        if problem:
+            return fail_result(result, [f"controller: {problem}"], "no detached run to report on")
+        run, why = find_run(ctx.project_dir, run_id)
         if run is None:
             return fail_result(result, [f"controller: {why}"], "no detached run to report on")
-        launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run.pid, run.log, args["lines"]))
-        alive, tail = dt.parse_status(launcher.stdout) if launcher.ok else (None, [])
+        deadline = time.monotonic() + max(0.0, args["wait_seconds"])
+        while True:
+            launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run.pid, run.log, args["lines"]))
+            alive, tail = dt.parse_status(launcher.stdout) if launcher.ok else (None, [])
+            verdict = dt.run_state(alive, dt.parse_exit(launcher.stdout), launcher.error or "no answer")
+            if verdict.state != "running" or time.monotonic() >= deadline:
+                break
+            time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         bins = {h: b for h, b in live_binaries(ctx).items() if ctx.in_play({"host": h})}
         workers = {w["host"]: w for w in ctx.remotes}
         jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir)
@@ -55,10 +68,14 @@ class ActionModule(ActionBase):
             else:
                 per_host[name] = entry("ok", f"{count} rank process(es) of {bins[host]} running", running=count)
         state = {"1": "running", "0": "ended"}.get(str(alive), f"unknown ({launcher.error or 'no answer'})")
-        display.display("\n".join([f"flodl run {run.run_id} on {run.launch_host}: launcher {state} "
+        waited = args["wait_seconds"] > 0 and verdict.state == "running"
+        summary = verdict.summary + (f" after waiting {args['wait_seconds']:g}s for it to end" if waited else "")
+        display.display("\n".join([f"flodl run {run.run_id} on {run.launch_host}: {summary} "
                                    f"(pid {run.pid}); log {run.log}", *[f"  | {line}" for line in tail],
                                    *[f"  {name}: {e['msg']}" for name, e in per_host.items()]]))
         result.update(changed=False, run_id=run.run_id, launch_host=run.launch_host, pid=run.pid, log_file=run.log,
-                      launcher=state, log_tail=tail, per_host=per_host,
-                      msg=f"run {run.run_id}: launcher {state}")
+                      launcher=state, state=verdict.state, rc=verdict.rc, log_tail=tail, per_host=per_host,
+                      msg=f"run {run.run_id}: {summary}")
+        # Explicit, always: Ansible reads a present non-zero "rc" (None included) as failed otherwise.
+        result["failed"] = verdict.failed or waited
         return result

@@ -16,6 +16,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 from dataclasses import asdict, dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import END_MARK
@@ -26,6 +27,8 @@ RUNS_DIR_REL = "target/cluster/runs"
 MAX_RECORD_BYTES = 4096
 PID_MARK = "__FLODL_DETACHED_PID__"
 ALIVE_MARK = "__FLODL_ALIVE__"
+EXIT_MARK = "__FLODL_EXIT__"
+EXIT_SUFFIX = ".exit"  # beside the log: the launch command's exit code, written when it ends
 _RUN_ID = re.compile(r"[0-9a-f]{16}")
 
 
@@ -71,15 +74,28 @@ def parse_record(data: bytes) -> tuple[DetachedRun | None, str | None]:
     return DetachedRun(value["run_id"], value["launch_host"], pid, value["log"], value["command"], float(started)), None
 
 
+def exit_file(log: str) -> str:
+    return log + EXIT_SUFFIX
+
+
+# The session leader runs the command, then records its exit code (via a temporary name, so a reader
+# never sees half a number). A session stopped by teardown records nothing: "ended without an exit code".
+_RECORDING_WRAPPER = '"$0" -c "$1"; rc=$?; printf "%s\\n" "$rc" > "$2.tmp" && mv -f "$2.tmp" "$2"; exit "$rc"'
+
+
 def detach_script(cwd: str, command: str, log: str, shell: str = "/bin/sh") -> str:
-    """POSIX sh: read the env lines from stdin, start ``command`` detached in ``cwd``, print its pid."""
+    """POSIX sh: read the env lines from stdin, start ``command`` detached in ``cwd``, print its pid.
+
+    The detached session records the command's exit code in :func:`exit_file` when it ends.
+    """
     log_dir = log.rsplit("/", 1)[0] or "/"
     return "\n".join([
         f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {END_MARK} ] && break; "
         'export "$__flodl_line"; done',
         f"cd {always_quote(cwd)} || exit 97",
         f"mkdir -p {always_quote(log_dir)} && umask 027 || exit 98",
-        f"setsid {always_quote(shell)} -c {always_quote(command)} </dev/null >>{always_quote(log)} 2>&1 &",
+        f"setsid {always_quote(shell)} -c {always_quote(_RECORDING_WRAPPER)} {always_quote(shell)} "
+        f"{always_quote(command)} {always_quote(exit_file(log))} </dev/null >>{always_quote(log)} 2>&1 &",
         f"echo {PID_MARK}=$!",
     ])
 
@@ -93,9 +109,10 @@ def parse_pid(stdout: str) -> int | None:
 
 
 def status_script(pid: int, log: str, lines: int) -> str:
-    """POSIX sh: is the launcher's session alive, and the log's last ``lines`` lines."""
+    """POSIX sh: is the launcher's session alive, its recorded exit code, and the log's last ``lines`` lines."""
     return (
         f"if kill -0 {int(pid)} 2>/dev/null; then echo {ALIVE_MARK}=1; else echo {ALIVE_MARK}=0; fi; "
+        f"echo {EXIT_MARK}=$(head -c 16 {always_quote(exit_file(log))} 2>/dev/null); "
         f"tail -n {max(1, int(lines))} {always_quote(log)} 2>/dev/null; true"
     )
 
@@ -116,9 +133,42 @@ def parse_status(stdout: str) -> tuple[str | None, list[str]]:
     for line in stdout.splitlines():
         if line.startswith(ALIVE_MARK + "=") and alive is None:
             alive = line.split("=", 1)[1].strip()
-        else:
+        elif not line.startswith(EXIT_MARK + "="):
             rest.append(line)
     return alive, rest
+
+
+def parse_exit(stdout: str) -> int | None:
+    """The recorded exit code, or None when the run has recorded none (still running, or stopped)."""
+    for line in stdout.splitlines():
+        if line.startswith(EXIT_MARK + "="):
+            text = line.split("=", 1)[1].strip()
+            return int(text) if text.isdigit() and len(text) <= 3 else None
+    return None
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What ``status`` reports about a detached run, and whether that fails the job."""
+
+    state: str  # running | succeeded | failed | stopped | unknown
+    rc: int | None
+    failed: bool
+    summary: str
+
+
+def run_state(alive: str | None, rc: int | None, why_unknown: str = "no answer") -> RunState:
+    """The verdict: a run that ended with a non-zero code, ended without one, or cannot be asked, fails."""
+    if alive == "1":
+        return RunState("running", None, False, "launcher running")
+    if alive == "0" and rc == 0:
+        return RunState("succeeded", 0, False, "launcher ended, exit code 0")
+    if alive == "0" and rc is not None:
+        return RunState("failed", rc, True, f"launcher ended, exit code {rc}")
+    if alive == "0":
+        return RunState("stopped", None, True, "launcher ended without recording an exit code (stopped by teardown, "
+                        "or its session was killed)")
+    return RunState("unknown", None, True, f"launcher state unknown ({why_unknown})")
 
 
 def latest(records: Mapping[str, DetachedRun]) -> DetachedRun | None:
@@ -128,3 +178,19 @@ def latest(records: Mapping[str, DetachedRun]) -> DetachedRun | None:
 
 def new_record(run_id: str, launch_host: str, pid: int, log: str, command: str) -> DetachedRun:
     return DetachedRun(run_id, launch_host, pid, log, command, time.time())
+
+
+def requested_run_id(given: Any, run_id_var: Any, launch_artifact: Any) -> tuple[str | None, str | None]:
+    """The run to report on: the task's ``run_id``, else ``flodl_run_id``, else the start job's artifact
+    ``flodl_launch.run_id`` (what an AWX workflow hands the next job); None means the latest.
+    Blank values (a survey's empty answer) count as unset; anything else must be a run id."""
+    artifact = launch_artifact.get("run_id") if isinstance(launch_artifact, Mapping) else None
+    for source, value in (("run_id", given), ("flodl_run_id", run_id_var), ("flodl_launch.run_id", artifact)):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        text = str(value).strip()
+        if not _RUN_ID.fullmatch(text):
+            return None, (f"{source} is not a run id (16 lowercase hex characters, as the detached start printed "
+                          "and published in the flodl_launch artifact)")
+        return text, None
+    return None, None

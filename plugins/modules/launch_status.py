@@ -15,11 +15,24 @@ description:
     C(<flodl_project_dir>/target/cluster/runs/), asks the launch host whether the launcher's session is still
     alive and for the last lines of its log, and asks every worker of the play how many processes of its
     prebuilt rank binary run there, all in one parallel round.
+  - Reports the launch command's exit code, which the detached session records beside its log when the command
+    ends. Fails when the run failed - it ended with a non-zero code, it ended without recording one (stopped by
+    teardown, or its session was killed), or the launch host did not answer - so a workflow's next step can
+    branch on it. A running run passes, unless O(wait_seconds) ran out first.
   - Changes nothing. Used by the C(flodl.cluster.status) playbook.
 options:
   run_id:
-    description: The run to report on; default the most recently started one.
+    description:
+      - The run to report on. Default C(flodl_run_id), else the C(run_id) of the C(flodl_launch) artifact the start
+        job published (what an AWX workflow passes to the next job), else the most recently started run. Blank
+        values count as unset.
     type: str
+  wait_seconds:
+    description:
+      - Wait up to this many seconds for the run to end (asking every 5 s), then report. A run still running then
+        fails the task. V(0) reports at once.
+    type: float
+    default: 0
   lines:
     description: How many log lines to show.
     type: int
@@ -40,17 +53,32 @@ EXAMPLES = r"""
   flodl.cluster.launch_status:
     lines: 50
   run_once: true
+
+- name: Wait up to an hour for the run the start job published, fail unless it exited 0
+  flodl.cluster.launch_status:
+    run_id: "{{ flodl_launch.run_id }}"
+    wait_seconds: 3600
+  run_once: true
 """
 
 RETURN = r"""
 run_id:
   description: The run reported on.
-  returned: success
+  returned: when a run was found
   type: str
 launcher:
   description: C(running), C(ended), or C(unknown (...)) when the launch host did not answer.
-  returned: success
+  returned: when a run was found
   type: str
+state:
+  description: C(running), C(succeeded), C(failed) (non-zero exit code), C(stopped) (ended without an exit code) or
+    C(unknown).
+  returned: when a run was found
+  type: str
+rc:
+  description: The launch command's exit code, once the run has ended and recorded it; null otherwise.
+  returned: when a run was found
+  type: int
 log_file:
   description: The run's log on the launch host.
   returned: success

@@ -1,0 +1,88 @@
+"""A detached run records its exit code; status turns it into a verdict (run with the real /bin/sh)."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import END_MARK
+
+
+def start(tmp_path, command: str) -> tuple[int, str]:
+    log = str(tmp_path / "logs" / "launch-x.log")
+    script = dt.detach_script(str(tmp_path), command, log)
+    proc = subprocess.run(["/bin/sh", "-c", script], input=f"FLODL_T=1\n{END_MARK}\n".encode(), capture_output=True,
+                          timeout=10, check=True)
+    pid = dt.parse_pid(proc.stdout.decode())
+    assert pid is not None
+    return pid, log
+
+
+def status(pid: int, log: str) -> str:
+    return subprocess.run(["/bin/sh", "-c", dt.status_script(pid, log, 5)], capture_output=True, text=True,
+                          timeout=10, check=True).stdout
+
+
+def settle(pid: int, log: str) -> str:
+    deadline = time.monotonic() + 10
+    while True:
+        out = status(pid, log)
+        if dt.parse_status(out)[0] == "0" or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("command, state, rc", [
+    ("echo hello $FLODL_T; exit 3", "failed", 3),
+    ("echo hello $FLODL_T", "succeeded", 0),
+])
+def test_the_exit_code_is_recorded_and_judged(tmp_path, command, state, rc):
+    pid, log = start(tmp_path, command)
+    out = settle(pid, log)
+    alive, tail = dt.parse_status(out)
+    assert alive == "0" and tail == ["hello 1"]
+    verdict = dt.run_state(alive, dt.parse_exit(out))
+    assert (verdict.state, verdict.rc, verdict.failed) == (state, rc, rc != 0)
+    assert f"exit code {rc}" in verdict.summary
+
+
+def test_a_stopped_run_records_no_code_and_fails(tmp_path):
+    pid, log = start(tmp_path, "sleep 30")
+    out = status(pid, log)
+    assert dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out)).state == "running"
+    stop = subprocess.run(["/bin/sh", "-c", dt.stop_script(pid, 2)], capture_output=True, text=True, timeout=20)
+    assert dt.parse_status(stop.stdout)[0] == "stopped"
+    out = settle(pid, log)
+    verdict = dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out))
+    assert (verdict.state, verdict.rc, verdict.failed) == ("stopped", None, True)
+
+
+def test_an_unanswered_status_fails():
+    assert dt.run_state(None, None, "ssh: connect timed out") == dt.RunState(
+        "unknown", None, True, "launcher state unknown (ssh: connect timed out)")
+
+
+@pytest.mark.parametrize("text, rc", [("0", 0), ("137", 137), ("", None), ("x1", None), ("12345", None)])
+def test_only_a_plain_code_is_read(text, rc):
+    assert dt.parse_exit(f"__FLODL_ALIVE__=0\n{dt.EXIT_MARK}={text}\nlog line\n") == rc
+
+
+RID = "0123456789abcdef"
+
+
+@pytest.mark.parametrize("given, var, artifact, want", [
+    (RID, None, None, (RID, None)),
+    (None, RID, {"run_id": "f" * 16}, (RID, None)),
+    (None, "", {"run_id": RID}, (RID, None)),          # a blank survey answer falls through to the artifact
+    (None, None, {"run_id": ""}, (None, None)),        # nothing named: the latest run
+    (None, None, "not a map", (None, None)),
+])
+def test_the_run_comes_from_the_task_the_variable_or_the_start_jobs_artifact(given, var, artifact, want):
+    assert dt.requested_run_id(given, var, artifact) == want
+
+
+def test_a_run_id_that_is_no_run_id_is_refused():
+    run_id, problem = dt.requested_run_id(None, None, {"run_id": "../../etc"})
+    assert run_id is None and "flodl_launch.run_id is not a run id" in problem
