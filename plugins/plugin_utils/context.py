@@ -29,6 +29,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     NetScaleError,
     parse_net_timeout_scale,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import target_subdir
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
     RemoteLaunchError,
     env_payload,
@@ -305,6 +307,7 @@ def build_context(
             f"controller: flodl_build_host {build_host!r} is not an inventory host; add it to the inventory "
             "(with how Ansible reaches it) or leave flodl_build_host unset to build on the controller"
         )
+    problems += _write_dir_problems(task_vars, templar, phases, cluster, identity, prebuild)
     # The roles' argument specs, as Ansible checks them at role start, for what the rules above do not cover;
     # their verdict is per worker, so each worker can report its own.
     run_level, per_host = argspec_problems(task_vars, templar, phases, [(n, v) for n, v, _raw in worker_rows], problems)
@@ -331,6 +334,20 @@ def build_context(
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
     )
+
+
+def _write_dir_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], cluster: Mapping[str, Any],
+                        identity: str, prebuild: bool) -> list[str]:
+    """Links out of the project where the run lock, logs and build dirs go (the checkout is their root)."""
+    if not {"prebuild", "launch"} & set(phases):
+        return []
+    path = cluster["controller"].get("path")
+    checkout = var(task_vars, templar, "flodl_project_dir") or path
+    if not isinstance(checkout, str) or not checkout.startswith("/"):
+        return []  # the validator reports the path itself
+    rels = [target_subdir(str(w["host"]), str(w["arch"])) for w in cluster["workers"] if prebuild
+            and "prebuild" in phases and w.get("host") != identity and isinstance(w.get("arch"), str) and w["arch"]]
+    return write_dir_problems(checkout, path if isinstance(path, str) else "", rels)
 
 
 def _net_timeout_scale(task_vars: Mapping[str, Any], templar: Any, problems: list[str]) -> str | None:
