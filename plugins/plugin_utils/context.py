@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
 import socket
@@ -22,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.flodl.cluster.plugins.module_utils import argspec
+from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
@@ -38,6 +37,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import
     wrapper_script,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
+    absolute_path_problem,
     cargo_bin_problem,
     MAX_ARG_STRLEN,
     default_arg_max,
@@ -295,6 +295,9 @@ def build_context(
     if lock_raw is not None and as_bool(lock_raw) is None:
         problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
     problems += knob_problems(task_vars, templar, phases, prebuild)
+    checkout_problem = absolute_path_problem(var(task_vars, templar, "flodl_project_dir"), "controller: flodl_project_dir",
+                                             "the project checkout on the controller (the directory of fdl.yml)")
+    problems += [checkout_problem] if checkout_problem else []
     all_workers = [name for name, _values in workers]
     play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
     if task_vars.get("inventory_hostname", all_workers[0] if all_workers else None) not in all_workers:
@@ -391,35 +394,10 @@ def _controller_settings(task_vars: Mapping[str, Any], templar: Any, phases: lis
     return prebuild, cmd, cmd_dir
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], prebuild: bool) -> list[str]:
     """The later phases' own knobs, checked with the run (before contact) instead of when their role starts."""
-    problems: list[str] = []
-    if prebuild and "prebuild" in phases:
-        dedupe = var(task_vars, templar, "flodl_prebuild_dedupe")
-        if dedupe is not None and as_bool(dedupe) is None:
-            problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {type(dedupe).__name__} "
-                            f"{str(dedupe)[:40]!r}")
-        timeout = var(task_vars, templar, "flodl_build_timeout")
-        if timeout is not None and ((_number(timeout) or 0) <= 0):
-            problems.append(f"controller: flodl_build_timeout must be a number of seconds above 0, got "
-                            f"{type(timeout).__name__} {str(timeout)[:40]!r}")
-    if "launch" in phases:
-        grace = var(task_vars, templar, "flodl_launch_grace_seconds")
-        number = _number(grace) if grace is not None else 0.0
-        if number is None or number < 0:
-            problems.append(f"controller: flodl_launch_grace_seconds must be a number of seconds (0 or more), got "
-                            f"{type(grace).__name__} {str(grace)[:40]!r}")
-    return problems
+    values = {name: var(task_vars, templar, name) for name in knobs.NAMES}
+    return knobs.knob_problems(values, phases, prebuild)
 
 
 def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) -> list[str]:
