@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.addresses import same_machine_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     absolute_path_problem,
     host_name_problem,
@@ -390,4 +391,6 @@ def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
                         "each machine appears once, with all its GPUs in local_devices (the launcher refuses "
                         "duplicate hosts)")
             seen.setdefault(host, index)
+    for problem in same_machine_problems(workers, lambda i, h: naming.worker(i, h, "ssh")):
+        out.raw(problem)
     return out.items
