@@ -55,6 +55,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
+from ansible_collections.flodl.cluster.plugins.plugin_utils.inventory_sources import empty_group_problem
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
@@ -266,6 +267,9 @@ def build_context(
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
     worker_rows = _worker_vars(task_vars, templar)
+    if not worker_rows and GANG_PHASES.intersection(phases):
+        # The playbook ran on localhost for want of workers: nothing else about the run matters.
+        raise TopologyError([empty_group_problem(task_vars.get("ansible_inventory_sources"), phases)])
     for name, values, raw in worker_rows:
         host = str(values.get("flodl_host") or name)
         inventory_names[host] = name
