@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import FDL_FILE_MAX, read_capped_text
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import FDL_FILE_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import POINTER_MAX, read_capped_text
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import POINTER_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
 
 CPU_PATH = "./libtorch/precompiled/cpu"

@@ -20,10 +20,6 @@ import stat
 from typing import IO, Any
 
 LOG_MODE = 0o640
-# Caps on what a read from the shared project may take: a file there can be anything anyone put there.
-FDL_FILE_MAX = 1 << 20  # an fdl file (fdl.yml, fdl.<env>.yml, an inherit-from target)
-ENVELOPE_MAX = 4 << 20  # the prebuild envelope (one entry per host and variant)
-POINTER_MAX = 4096  # libtorch/.active, a variant's .arch
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -52,64 +48,6 @@ def _refuse_hardlink(path: str, links: int) -> UnsafePathError:
 
 def _refuse_kind(path: str) -> UnsafePathError:
     return UnsafePathError(errno.EINVAL, f"{path} exists but is not a regular file; remove it, then run again")
-
-
-def _refuse_read_kind(path: str) -> UnsafePathError:
-    return UnsafePathError(
-        errno.EINVAL,
-        f"{path} is not a regular file (a FIFO, a device or a directory); reading it could block or never end, "
-        "so it was not read. Replace it with a regular file, then run again",
-    )
-
-
-def _refuse_size(path: str, size: int, cap: int) -> UnsafePathError:
-    return UnsafePathError(
-        errno.EFBIG,
-        f"{path} is {size} bytes, over the {cap}-byte cap for this file, so it was not read; "
-        "shrink it (or check what wrote it), then run again",
-    )
-
-
-def read_capped(path: str, cap: int, *, follow: bool = True) -> bytes:
-    """The bytes of the regular file ``path``, at most ``cap`` of them, in bounded time.
-
-    Opened with ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer) and, unless
-    ``follow``, ``O_NOFOLLOW``; a FIFO, a device or a directory is refused by ``fstat`` before any
-    read, and so is a file over ``cap`` (checked again while reading, for a file still growing).
-    Raises UnsafePathError (an OSError) naming the file; a missing file raises FileNotFoundError.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow:
-            raise UnsafePathError(errno.ELOOP, f"{path} is a symbolic link; refusing to read through it. "
-                                  "Remove the link (and check who made it), then run again") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _refuse_read_kind(path)
-        if st.st_size > cap:
-            raise _refuse_size(path, st.st_size, cap)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(65536, cap + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > cap:
-                raise _refuse_size(path, total, cap)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def read_capped_text(path: str, cap: int, *, follow: bool = True) -> str:
-    """:func:`read_capped` decoded as UTF-8 (UnicodeDecodeError when it is not)."""
-    return read_capped(path, cap, follow=follow).decode("utf-8")
 
 
 def _plain_name(name: str) -> None:
@@ -238,79 +176,3 @@ def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False, binary:
     except BaseException:
         os.close(fd)
         raise
-
-
-
-def _inside(real_root: str, path: str) -> bool:
-    real = os.path.realpath(path)
-    return real == real_root or real.startswith(real_root.rstrip("/") + "/")
-
-
-def _parts(rel: str) -> list[str]:
-    parts = [p for p in rel.split("/") if p and p != "."]
-    if rel.startswith("/") or ".." in parts or "\0" in rel:
-        raise ValueError(f"not a relative path inside the root: {rel!r}")
-    return parts
-
-
-def _component_problem(root: str, real_root: str, path: str, st: os.stat_result) -> str | None:
-    if stat.S_ISLNK(st.st_mode):
-        if not _inside(real_root, path):
-            return (f"{path} is a symbolic link to {os.path.realpath(path)}, outside the project {root}; refusing to "
-                    "create or write anything through it (the run lock, build directories, logs). Remove the link "
-                    "(and check who made it) or point it inside the project, then run again")
-        try:
-            st = os.stat(path)
-        except OSError:
-            return f"{path} is a dangling symbolic link; remove it, then run again"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} exists but is not a directory; remove it, then run again"
-    return None
-
-
-def link_escape_problem(root: str, rel: str) -> str | None:
-    """Why the run must not create ``root/rel`` (a link out of ``root`` on the way), or None.
-
-    Only what exists is checked (nothing is created); see :func:`make_dirs_under`.
-    """
-    real_root = os.path.realpath(root)
-    current = root.rstrip("/") or "/"
-    for part in _parts(rel):
-        current = os.path.join(current, part)
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            return f"{current} cannot be checked ({exc.strerror}); fix its permissions, then run again"
-        problem = _component_problem(root, real_root, current, st)
-        if problem:
-            return problem
-    return None
-
-
-def make_dirs_under(root: str, rel: str, mode: int = 0o755) -> str:
-    """``root/rel`` as a directory inside ``root``, created one component at a time; returns it.
-
-    Each component is checked before the next is created in it: a symbolic link whose target is
-    outside ``root`` (links in ``root`` itself followed) or a non-directory is refused
-    (UnsafePathError naming the component), so nothing is created or written through a link out
-    of the project; a link that stays inside ``root`` is allowed. ``mkdir`` never follows a link
-    at the name it creates.
-    """
-    real_root = os.path.realpath(root)
-    current = root.rstrip("/") or "/"
-    for part in _parts(rel):
-        current = os.path.join(current, part)
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            try:
-                os.mkdir(current, mode)
-            except FileExistsError:
-                pass
-            st = os.lstat(current)
-        problem = _component_problem(root, real_root, current, st)
-        if problem:
-            raise UnsafePathError(errno.EXDEV, problem)
-    return current

@@ -281,15 +281,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     tail_lines,
     timeout_reason,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import (
-    ENVELOPE_MAX,
-    atomic_write,
-    link_escape_problem,
-    make_dirs_under,
-    open_log,
-    read_capped_text,
-    temp_name,
-)
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import link_escape_problem, make_dirs_under
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log, temp_name
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import ENVELOPE_MAX, read_capped_text
 
 # After SIGTERM, how long a build's process group gets before SIGKILL.
 KILL_GRACE_SECONDS = 10

@@ -352,8 +352,9 @@ def _write_dir_problems(task_vars: Mapping[str, Any], templar: Any, phases: list
     checkout = var(task_vars, templar, "flodl_project_dir") or path
     if not isinstance(checkout, str) or not checkout.startswith("/"):
         return []  # the validator reports the path itself
-    rels = [target_subdir(str(w["host"]), str(w["arch"])) for w in cluster["workers"] if prebuild
-            and "prebuild" in phases and w.get("host") != identity and isinstance(w.get("arch"), str) and w["arch"]]
+    builds = prebuild and "prebuild" in phases
+    rels = [target_subdir(str(w["host"]), w["arch"]) for w in cluster["workers"]
+            if builds and w.get("host") != identity and isinstance(w.get("arch"), str) and w["arch"]]
     return write_dir_problems(checkout, path if isinstance(path, str) else "", rels)
 
 

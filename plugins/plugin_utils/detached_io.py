@@ -16,7 +16,8 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError, env_payload
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, read_capped
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import SshResult, run_one

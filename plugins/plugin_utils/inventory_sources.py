@@ -9,12 +9,11 @@ run in which nothing was checked), and that play's first step refuses the run he
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import read_capped_text
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped_text
 
 PLUGIN_NAMES = ("flodl.cluster.fdl_cluster", "fdl_cluster")
 _PLUGIN_LINE = re.compile(r"^\s*plugin\s*:\s*['\"]?([\w.]+)['\"]?\s*(?:#.*)?$", re.MULTILINE)

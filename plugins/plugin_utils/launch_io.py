@@ -22,11 +22,10 @@ from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import 
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import (
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
     ENVELOPE_MAX,
     FDL_FILE_MAX,
-    atomic_write,
-    open_log,
     read_capped,
     read_capped_text,
 )

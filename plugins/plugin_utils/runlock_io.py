@@ -19,13 +19,9 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import (
-    UnsafePathError,
-    atomic_write,
-    create_exclusive,
-    make_dirs_under,
-    read_capped,
-)
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import make_dirs_under
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError, atomic_write, create_exclusive
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_enabled
 from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import pid_alive
 

@@ -13,7 +13,8 @@ import pytest
 from ansible_collections.flodl.cluster.plugins.module_utils import fdl_config as fc
 from ansible_collections.flodl.cluster.plugins.module_utils import libtorch_env as lt
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils import safe_files as sf
+from ansible_collections.flodl.cluster.plugins.module_utils import safe_files
+from ansible_collections.flodl.cluster.plugins.module_utils import safe_reads as sf
 from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
 from ansible_collections.flodl.cluster.plugins.plugin_utils import detached_io, launch_io, runlock_io
 
@@ -61,26 +62,26 @@ def test_read_capped_reads_a_regular_file(tmp_path):
 
 def test_read_capped_refuses_a_fifo_without_blocking(tmp_path):
     path = fifo(tmp_path / "pipe")
-    with pytest.raises(sf.UnsafePathError) as err:
+    with pytest.raises(safe_files.UnsafePathError) as err:
         bounded(lambda: sf.read_capped(path, 100))
     assert path in err.value.strerror and "not a regular file" in err.value.strerror
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
 def test_read_capped_refuses_a_device(device):
-    with pytest.raises(sf.UnsafePathError) as err:
+    with pytest.raises(safe_files.UnsafePathError) as err:
         bounded(lambda: sf.read_capped(device, 100))
     assert device in err.value.strerror
 
 
 def test_read_capped_refuses_a_directory(tmp_path):
-    with pytest.raises(sf.UnsafePathError, match="not a regular file"):
+    with pytest.raises(safe_files.UnsafePathError, match="not a regular file"):
         sf.read_capped(str(tmp_path), 100)
 
 
 def test_read_capped_refuses_an_oversized_file_unread(tmp_path):
     path = big(tmp_path / "huge", 8 << 30)
-    with pytest.raises(sf.UnsafePathError) as err:
+    with pytest.raises(safe_files.UnsafePathError) as err:
         bounded(lambda: sf.read_capped(path, 1 << 20))
     assert path in err.value.strerror and "over the 1048576-byte cap" in err.value.strerror
 
@@ -89,7 +90,7 @@ def test_read_capped_follows_links_only_when_allowed(tmp_path):
     (tmp_path / "real").write_bytes(b"x")
     os.symlink(tmp_path / "real", tmp_path / "link")
     assert sf.read_capped(str(tmp_path / "link"), 10) == b"x"
-    with pytest.raises(sf.UnsafePathError, match="symbolic link"):
+    with pytest.raises(safe_files.UnsafePathError, match="symbolic link"):
         sf.read_capped(str(tmp_path / "link"), 10, follow=False)
 
 

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import safe_files as sf
+from ansible_collections.flodl.cluster.plugins.module_utils import project_dirs as sf
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
@@ -35,7 +36,7 @@ def test_make_dirs_under_creates_each_component(tmp_path):
 
 def test_make_dirs_under_refuses_a_link_out_and_creates_nothing_there(escaping):
     project, outside = escaping
-    with pytest.raises(sf.UnsafePathError) as err:
+    with pytest.raises(UnsafePathError) as err:
         sf.make_dirs_under(str(project), "target/cluster")
     assert f"{project}/target is a symbolic link to {outside}" in err.value.strerror
     assert "Remove the link" in err.value.strerror
@@ -51,7 +52,7 @@ def test_make_dirs_under_allows_a_link_that_stays_inside(tmp_path):
 
 def test_make_dirs_under_refuses_a_file_on_the_way(tmp_path):
     (tmp_path / "target").write_text("x")
-    with pytest.raises(sf.UnsafePathError, match="not a directory"):
+    with pytest.raises(UnsafePathError, match="not a directory"):
         sf.make_dirs_under(str(tmp_path), "target/cluster")
 
 
@@ -70,7 +71,7 @@ def test_link_escape_problem_checks_without_creating(escaping, tmp_path):
 
 def test_the_run_lock_is_not_written_through_a_link_out(escaping):
     project, outside = escaping
-    with pytest.raises(sf.UnsafePathError):
+    with pytest.raises(UnsafePathError):
         runlock_io.take_lock(str(project), "ctl", os.getpid())
     assert os.listdir(outside) == []
 
