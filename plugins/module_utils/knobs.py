@@ -65,3 +65,19 @@ def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
             problems.append(f"controller: {name} must be a whole number, {low} or more: the {what}; got "
                             f"{_shown(value)}; set it to e.g. {example}")
     return problems
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def nul_problems(values: Mapping[str, Any]) -> list[str]:
+    """Run-level variables holding a NUL anywhere: no path, argv or environment can carry one (value never shown)."""
+    return [f"controller: {name} contains a NUL character, which no path, command line or environment value can "
+            "carry; remove it" for name in sorted(values) if _has_nul(values[name])]

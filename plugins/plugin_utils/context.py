@@ -399,10 +399,17 @@ def _controller_settings(task_vars: Mapping[str, Any], templar: Any, phases: lis
     return prebuild, cmd, cmd_dir
 
 
+# Run-level variables whose own check already refuses a NUL (with its place in the value).
+_CHECKED_VARS = ("flodl_cmd", "flodl_cmd_dir", "flodl_project_dir", "flodl_net_timeout_scale")
+
+
 def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], prebuild: bool) -> list[str]:
     """The later phases' own knobs, checked with the run (before contact) instead of when their role starts."""
     values = {name: var(task_vars, templar, name) for name in knobs.NAMES}
-    return knobs.knob_problems(values, phases, prebuild)
+    # The other run-level options of the phases' roles (the cluster's and workers' own go through the validator).
+    others = {name: var(task_vars, templar, name) for name in phase_options(phases)
+              if name in task_vars and name not in (*WORKER_VARS, *CLUSTER_VARS, *knobs.NAMES, *_CHECKED_VARS)}
+    return knobs.knob_problems(values, phases, prebuild) + knobs.nul_problems(others)
 
 
 def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) -> list[str]:

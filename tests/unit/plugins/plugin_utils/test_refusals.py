@@ -126,3 +126,14 @@ def test_numbers_in_range_pass(name, value):
 def test_knobs_of_phases_not_run_are_not_checked():
     assert knob_problems({"flodl_build_timeout": -1}, ["launch"], prebuild=True) == []
     assert knob_problems({"flodl_build_timeout": -1}, ALL, prebuild=False) == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("flodl_launch_log_dir", "/var/log/flodl\x00x"), ("flodl_launch_host", "h\x00"),
+    ("flodl_prebuild_env", {"CARGO_HOME": "/c\x00"}),
+])
+def test_a_nul_in_a_run_level_variable_is_refused_without_showing_it(name, value):
+    exc = refused(task_vars(**{name: value}))
+    found = [p for p in exc.problems if p.startswith(f"controller: {name} contains a NUL")]
+    assert len(found) == 1 and len([p for p in exc.problems if name in p]) == 1, exc.problems
+    assert "\x00" not in " ".join(exc.problems)
