@@ -53,7 +53,7 @@ class ActionModule(ActionBase):
         # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
         _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if "launch" in phases else (False, None)
         if refusal:
-            return fail_result(result, [refusal], "another run of this project is live; nothing was started")
+            return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
 
         build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}

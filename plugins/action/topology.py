@@ -39,7 +39,7 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems)
         locking, refusal = lock_for_action(self, task_vars, ctx.project_dir) if args["lock"] else (False, None)
         if refusal:
-            return fail_result(result, [refusal], "another run of this project is live; nothing was started")
+            return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.

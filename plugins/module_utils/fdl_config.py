@@ -33,6 +33,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.fdl_commands import 
     command_dir,
     run_line,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import FDL_FILE_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 
@@ -287,9 +288,10 @@ def load_document(path: Any) -> Dict[str, Any]:
     """Parse one YAML/JSON file into a mapping; an empty file is ``{}``."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # Non-blocking, regular files only, under a cap: a FIFO or a huge file never hangs or fills memory.
+        text = read_capped_text(str(p), FDL_FILE_MAX)
     except (OSError, UnicodeDecodeError) as exc:
-        raise FdlConfigError("cannot read file: %s" % exc, files=[p])
+        raise FdlConfigError("cannot read file: %s" % (getattr(exc, "strerror", None) or exc), files=[p])
     try:
         if p.suffix == ".json":
             value = json.loads(text) if text.strip() else None

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import POINTER_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
 
 CPU_PATH = "./libtorch/precompiled/cpu"
@@ -152,8 +153,8 @@ def libtorch_env(
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        # Bounded: a FIFO or a huge file planted in the shared project reads as no pointer, at once.
+        return read_capped_text(path, POINTER_MAX)
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -130,6 +130,30 @@ def relative_path_problem(value: Any, where: str, root: str, *, allow_empty: boo
     return None
 
 
+PATH_MAX = 4096
+
+
+def absolute_path_problem(value: Any, where: str, what: str) -> str | None:
+    """An absolute path that reaches the launcher's shell lines, ``cd`` and ``execve`` (``flodl_path``).
+
+    Lexical only. Other characters (spaces, quotes, ``$``) are allowed: every consumer quotes the
+    path as one word, so a payload there is only an odd directory name.
+    """
+    fix = f"Set it to the absolute path of {what}, e.g. /srv/proj."
+    if not isinstance(value, str):
+        return None  # the type is reported by the validator
+    if "\0" in value:
+        return f"{where} contains a NUL character, which no path, command line or environment can carry. {fix}"
+    if _has_control(value):
+        return (f"{where} {show(value)} contains a control character (a newline, a tab...), which would split "
+                f"the launcher's shell lines. {fix}")
+    if not value.startswith("/"):
+        return f"{where} {show(value)} is not an absolute path (it must not depend on a working directory). {fix}"
+    if len(value.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+        return f"{where} is {len(value)} characters long, over the {PATH_MAX - 1} a path may have. {fix}"
+    return None
+
+
 def resolved_under(root: str, path: str) -> bool:
     """True when ``path`` (symlinks followed) is ``root`` or inside it (symlinks followed)."""
     real_root = os.path.realpath(root)

@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.addresses import same_machine_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
+    absolute_path_problem,
     host_name_problem,
     relative_path_problem,
     ssh_target_problem,
@@ -155,6 +157,9 @@ class _Problems:
             self.add(place, f"must be a string, got {kind(value)}", "quote the value")
         elif required and not value.strip():
             self.add(place, f"must not be blank{': ' + what if what else ''}")
+        elif "\0" in value:
+            self.add(place, "contains a NUL character, which no path, command line or environment value can carry",
+                     "remove it")
 
     def boolean(self, value: Any, place: str) -> None:
         if value is not None and not isinstance(value, bool):
@@ -195,6 +200,10 @@ class _Problems:
             elif is_reserved_env_key(key):
                 self.add(at, f"key {json.dumps(key)} is reserved (launcher-owned) and cannot be set via env: it "
                          "would override the launcher's per-rank value", "remove it")
+            if isinstance(value, str) and "\0" in value:
+                # execve cannot carry it: the ranks would never start. Never the value (it may be a credential).
+                self.add(at, "the value contains a NUL character, which no process environment (execve) can carry",
+                         "remove it")
             if not isinstance(value, str):
                 # Env values may be credentials: their type only, never the value.
                 scalar = isinstance(value, (bool, int, float)) and len(str(value)) <= 20
@@ -249,6 +258,8 @@ def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
         if not isinstance(item, str) or "=" not in item:
             out.add(f"{naming.sub(place, 'options')}[{position}]", f"must be a Key=Value string, got {kind(item)}",
                     'write each option as a string, e.g. "ConnectTimeout=5"')
+        else:
+            out.string(item, f"{naming.sub(place, 'options')}[{position}]")
 
 
 def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
@@ -280,6 +291,12 @@ def _check_arch(arch: Any, place: str, out: _Problems) -> None:
         out.raw(relative_path_problem(arch, place, "<path>/libtorch/", allow_empty=False))
 
 
+def _check_abs_path(path: Any, place: str, what: str, out: _Problems) -> None:
+    # The launcher cds there and execs under it: relative or control characters fail after every build.
+    if isinstance(path, str) and path.strip() and "\0" not in path:
+        out.raw(absolute_path_problem(path, place, what))
+
+
 def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Problems) -> None:
     if not isinstance(worker, Mapping):
         out.add(naming.worker(index, None, ""), f"must be a map, got {kind(worker)}")
@@ -307,6 +324,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
     elif naming.fdl and nic is None:
         out.add(at("nccl_socket_ifname"), "required key is missing", 'use "" for a single worker')
     out.string(worker.get("path"), at("path"), required=True, what="the project checkout on that host")
+    _check_abs_path(worker.get("path"), at("path"), "the project checkout on that host", out)
     if "ssh" in worker and worker["ssh"] is not None:
         _check_ssh(worker["ssh"], at("ssh"), naming, out)
     out.boolean(worker.get("tunnel"), at("tunnel"))
@@ -332,6 +350,7 @@ def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
     out.string(controller.get("host"), naming.controller("host"), required=True, what="the address workers dial back to")
     out.string(controller.get("path"), naming.controller("path"), required=True,
                what="the controller's view of the project root")
+    _check_abs_path(controller.get("path"), naming.controller("path"), "the project as the controller sees it", out)
     out.port(controller.get("port"), naming.controller("port"))
     for key in ("docker", "arch", "data_path"):
         out.string(controller.get(key), naming.controller(key))
@@ -372,4 +391,6 @@ def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
                         "each machine appears once, with all its GPUs in local_devices (the launcher refuses "
                         "duplicate hosts)")
             seen.setdefault(host, index)
+    for problem in same_machine_problems(workers, lambda i, h: naming.worker(i, h, "ssh")):
+        out.raw(problem)
     return out.items

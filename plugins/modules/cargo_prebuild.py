@@ -280,8 +280,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     tail_lines,
     timeout_reason,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import link_escape_problem, make_dirs_under
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log, temp_name
-from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import ENVELOPE_MAX, read_capped_text
 
 # After SIGTERM, how long a build's process group gets before SIGKILL.
 KILL_GRACE_SECONDS = 10
@@ -363,13 +364,8 @@ def _run_step(
     rc: int | None = 127
     log = None
     try:
-        os.makedirs(step.target_dir, exist_ok=True)
-        if not resolved_under(project_root, step.target_dir):
-            raise OSError(
-                errno.EXDEV,
-                f"the target dir {step.target_dir} resolves outside the project {project_root} (a symlinked "
-                "directory on the way); remove that link, then run again",
-            )
+        # Every component checked before the next is created: never through a link out of the checkout.
+        make_dirs_under(project_root, step.target_rel)
         # Created without following links and never world-readable (flodl_safe_files).
         log = open_log(step.log_path, truncate=True)
         log.write(f"# flodl prebuild for {', '.join(step.hosts)} ({step.arch})\n")
@@ -533,6 +529,10 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         "envelope_file": envelope_file or "",
     }
 
+    escapes = _link_escapes(plan, envelope_file)
+    if escapes:
+        # Before anything is written or removed (the envelope, a log, a target dir).
+        return _failed(msg="flodl prebuild: " + "; ".join(escapes), **result)
     if check_mode:
         for step in runnable:
             for host in step.hosts:
@@ -602,10 +602,9 @@ def _take_envelope(envelope_file: str) -> str | None:
     if not envelope_file:
         return None
     try:
-        with open(envelope_file, encoding="utf-8") as fh:
-            previous = fh.read()
-    except OSError:
-        previous = None
+        previous = read_capped_text(envelope_file, ENVELOPE_MAX, follow=False)
+    except (OSError, UnicodeDecodeError):
+        previous = None  # a FIFO or a huge file is not read: it is removed like any envelope
     _remove(envelope_file)
     return previous
 
@@ -619,7 +618,8 @@ def _run_steps(runnable: list[BuildStep], plan: PrebuildPlan, extra_env: dict[st
     native = plan.docker_service is None
 
     def run(step: BuildStep) -> dict[str, Any]:
-        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_dir)
+        # Target dirs live under the checkout (flodl_project_dir), which is their root, not controller.path.
+        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_dir or plan.project_root)
 
     # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
     # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.
@@ -679,6 +679,18 @@ def main() -> None:
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)
+
+
+def _link_escapes(plan: PrebuildPlan, envelope_file: str) -> list[str]:
+    """The directories the builds would create under a link out of their root (target dirs: the checkout)."""
+    checkout = plan.project_dir or plan.project_root
+    found = [link_escape_problem(checkout, t.target_rel) for t in plan.targets if t.target_rel]
+    if envelope_file:
+        directory = os.path.dirname(envelope_file)
+        root = plan.project_root.rstrip("/") or "/"
+        if directory.startswith(root + "/"):
+            found.append(link_escape_problem(root, directory[len(root) + 1:]))
+    return list(dict.fromkeys(p for p in found if p))
 
 
 def _remove(path: str) -> None:

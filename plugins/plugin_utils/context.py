@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
 import socket
@@ -22,13 +21,15 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.flodl.cluster.plugins.module_utils import argspec
+from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
     NetScaleError,
     parse_net_timeout_scale,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import target_subdir
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
     RemoteLaunchError,
     env_payload,
@@ -36,6 +37,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import
     wrapper_script,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
+    absolute_path_problem,
     cargo_bin_problem,
     MAX_ARG_STRLEN,
     default_arg_max,
@@ -54,6 +56,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
+from ansible_collections.flodl.cluster.plugins.plugin_utils.inventory_sources import empty_group_problem
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
@@ -266,6 +269,9 @@ def build_context(
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
     worker_rows = _worker_vars(task_vars, templar)
+    if not worker_rows and GANG_PHASES.intersection(phases):
+        # The playbook ran on localhost for want of workers: nothing else about the run matters.
+        raise TopologyError([empty_group_problem(task_vars.get("ansible_inventory_sources"), phases)])
     for name, values, raw in worker_rows:
         host = str(values.get("flodl_host") or name)
         inventory_names[host] = name
@@ -297,6 +303,9 @@ def build_context(
     if lock_raw is not None and as_bool(lock_raw) is None:
         problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
     problems += knob_problems(task_vars, templar, phases, prebuild)
+    checkout_problem = absolute_path_problem(var(task_vars, templar, "flodl_project_dir"), "controller: flodl_project_dir",
+                                             "the project checkout on the controller (the directory of fdl.yml)")
+    problems += [checkout_problem] if checkout_problem else []
     all_workers = [name for name, _values in workers]
     play_hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all", all_workers)]
     if task_vars.get("inventory_hostname", all_workers[0] if all_workers else None) not in all_workers:
@@ -309,6 +318,7 @@ def build_context(
             f"controller: flodl_build_host {build_host!r} is not an inventory host; add it to the inventory "
             "(with how Ansible reaches it) or leave flodl_build_host unset to build on the controller"
         )
+    problems += _write_dir_problems(task_vars, templar, phases, cluster, identity, prebuild)
     # The roles' argument specs, as Ansible checks them at role start, for what the rules above do not cover;
     # their verdict is per worker, so each worker can report its own.
     run_level, per_host = argspec_problems(task_vars, templar, phases, [(n, v) for n, v, _raw in worker_rows], problems)
@@ -337,6 +347,21 @@ def build_context(
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
     )
+
+
+def _write_dir_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], cluster: Mapping[str, Any],
+                        identity: str, prebuild: bool) -> list[str]:
+    """Links out of the project where the run lock, logs and build dirs go (the checkout is their root)."""
+    if not {"prebuild", "launch"} & set(phases):
+        return []
+    path = cluster["controller"].get("path")
+    checkout = var(task_vars, templar, "flodl_project_dir") or path
+    if not isinstance(checkout, str) or not checkout.startswith("/"):
+        return []  # the validator reports the path itself
+    builds = prebuild and "prebuild" in phases
+    rels = [target_subdir(str(w["host"]), w["arch"]) for w in cluster["workers"]
+            if builds and w.get("host") != identity and isinstance(w.get("arch"), str) and w["arch"]]
+    return write_dir_problems(checkout, path if isinstance(path, str) else "", rels)
 
 
 def _net_timeout_scale(task_vars: Mapping[str, Any], templar: Any, problems: list[str]) -> str | None:
@@ -380,35 +405,17 @@ def _controller_settings(task_vars: Mapping[str, Any], templar: Any, phases: lis
     return prebuild, cmd, cmd_dir
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+# Run-level variables whose own check already refuses a NUL (with its place in the value).
+_CHECKED_VARS = ("flodl_cmd", "flodl_cmd_dir", "flodl_project_dir", "flodl_net_timeout_scale")
 
 
 def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str], prebuild: bool) -> list[str]:
     """The later phases' own knobs, checked with the run (before contact) instead of when their role starts."""
-    problems: list[str] = []
-    if prebuild and "prebuild" in phases:
-        dedupe = var(task_vars, templar, "flodl_prebuild_dedupe")
-        if dedupe is not None and as_bool(dedupe) is None:
-            problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {type(dedupe).__name__} "
-                            f"{str(dedupe)[:40]!r}")
-        timeout = var(task_vars, templar, "flodl_build_timeout")
-        if timeout is not None and ((_number(timeout) or 0) <= 0):
-            problems.append(f"controller: flodl_build_timeout must be a number of seconds above 0, got "
-                            f"{type(timeout).__name__} {str(timeout)[:40]!r}")
-    if "launch" in phases:
-        grace = var(task_vars, templar, "flodl_launch_grace_seconds")
-        number = _number(grace) if grace is not None else 0.0
-        if number is None or number < 0:
-            problems.append(f"controller: flodl_launch_grace_seconds must be a number of seconds (0 or more), got "
-                            f"{type(grace).__name__} {str(grace)[:40]!r}")
-    return problems
+    values = {name: var(task_vars, templar, name) for name in knobs.NAMES}
+    # The other run-level options of the phases' roles (the cluster's and workers' own go through the validator).
+    others = {name: var(task_vars, templar, name) for name in phase_options(phases)
+              if name in task_vars and name not in (*WORKER_VARS, *CLUSTER_VARS, *knobs.NAMES, *_CHECKED_VARS)}
+    return knobs.knob_problems(values, phases, prebuild) + knobs.nul_problems(others)
 
 
 def gang_problems(phases: list[str], workers: list[str], play_hosts: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import detached as d
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError, env_payload
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import SshResult, run_one
@@ -57,11 +58,7 @@ def find_run(project_dir: str, run_id: str | None) -> tuple[dt.DetachedRun | Non
     problems = []
     for name in names:
         try:
-            fd = os.open(os.path.join(directory, name), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            try:
-                data = os.read(fd, dt.MAX_RECORD_BYTES + 1)
-            finally:
-                os.close(fd)
+            data = read_capped(os.path.join(directory, name), dt.MAX_RECORD_BYTES, follow=False)
         except OSError as exc:
             problems.append(f"{name}: {exc.strerror}")
             continue

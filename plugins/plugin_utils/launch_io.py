@@ -15,12 +15,20 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible.utils.display import Display
+
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
+    ENVELOPE_MAX,
+    FDL_FILE_MAX,
+    read_capped,
+    read_capped_text,
+)
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
@@ -47,9 +55,13 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
     if value is None:
         path = le.join_root(ctx.project_dir, ENVELOPE_FILE_REL)
         try:
-            with open(path, encoding="utf-8") as fh:
-                value = json.load(fh)
-        except (OSError, ValueError):
+            value = json.loads(read_capped_text(path, ENVELOPE_MAX, follow=False))
+        except FileNotFoundError:
+            return None, None
+        except (OSError, ValueError) as exc:
+            # A FIFO, a device or a huge file is refused unread (bounded time and memory), and said.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{path} is not valid JSON"
+            Display().warning(f"prebuild envelope not used: {why}")
             return None, None
         source = f"file {path} (left by an earlier prebuild)"
     if isinstance(value, str):
@@ -109,8 +121,8 @@ def services_missing(root: str) -> list[str]:
     try:
         import yaml
 
-        with open(le.join_root(root, le.BASE_COMPOSE_FILE), encoding="utf-8") as fh:
-            services = (yaml.safe_load(fh) or {}).get("services") or {}
+        text = read_capped_text(le.join_root(root, le.BASE_COMPOSE_FILE), FDL_FILE_MAX)
+        services = (yaml.safe_load(text) or {}).get("services") or {}
     except Exception:  # noqa: BLE001  (advisory check only)
         return []
     return [s for s in le.OVERLAY_SERVICES if s not in services]
@@ -124,10 +136,8 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
     target is never opened for writing) and the launch runs without the overlay, with a warning.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, encoding="utf-8") as fh:
-            if fh.read() == content:
-                return False
+        if read_capped(path, len(content.encode("utf-8")), follow=False) == content.encode("utf-8"):
+            return False
     except (OSError, UnicodeDecodeError):
         pass
     try:

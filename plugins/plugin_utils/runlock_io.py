@@ -19,8 +19,9 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
-from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, create_exclusive
+from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import make_dirs_under
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError, atomic_write, create_exclusive
+from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_enabled
 from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import pid_alive
 
@@ -29,18 +30,10 @@ display = Display()
 LOCK_NAME = os.path.basename(runlock.LOCK_FILE_REL)
 
 
-def _read_capped(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        return os.read(fd, runlock.MAX_LOCK_BYTES + 1)
-    finally:
-        os.close(fd)
-
-
 def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[str | None, list[str]]:
     """(refusal message or None, warnings). On None the lock is ours."""
-    directory = join_root(project_dir, os.path.dirname(runlock.LOCK_FILE_REL))
-    os.makedirs(directory, exist_ok=True)
+    # Never through a link out of the project (<project>/target -> elsewhere): checked before anything is written.
+    directory = make_dirs_under(project_dir, os.path.dirname(runlock.LOCK_FILE_REL))
     record = runlock.LockRecord(
         run_id=runlock.new_run_id(), controller_host=controller_host, pid=holder_pid, started=time.time(),
         project=project_dir, user=getpass.getuser() or "unknown",
@@ -48,7 +41,11 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
     if create_exclusive(directory, LOCK_NAME, record.to_json(), 0o644):
         return None, []
     path = os.path.join(directory, LOCK_NAME)
-    held, problem = runlock.parse_lock(_read_capped(path))
+    try:
+        # A FIFO or a huge file planted there must neither block nor fill memory.
+        held, problem = runlock.parse_lock(read_capped(path, runlock.MAX_LOCK_BYTES, follow=False))
+    except OSError as exc:
+        held, problem = None, f"unreadable ({exc.strerror or exc})"
     warnings: list[str] = []
     if held is None:
         warnings.append(f"run lock {path}: {problem}; taking it over")
@@ -76,7 +73,10 @@ def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str)
     """
     if action._task.check_mode or not run_lock_enabled(task_vars, action._templar):
         return False, None
-    refusal, warnings = take_lock(project_dir, socket.gethostname(), os.getppid())
+    try:
+        refusal, warnings = take_lock(project_dir, socket.gethostname(), os.getppid())
+    except UnsafePathError as exc:
+        return False, f"controller: run lock: {exc.strerror}"
     for warning in warnings:
         display.warning(warning)
     return refusal is None, refusal

@@ -435,3 +435,22 @@ def test_a_first_worker_on_the_local_connection_does_not_decide_how_the_others_a
     assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"h1": "ok", "h2": "ok", "h3": "ok"}
     assert "h1: ok — the controller's own box, no ssh" in proc.stdout
     assert _accepted(cluster3) == {"h1": 0, "h2": 1, "h3": 1}
+
+
+def test_cluster_train_with_an_empty_worker_group_fails_naming_the_source(installed_collection, tmp_path):
+    """No host in flodl_workers (an empty sync, an fdl_cluster source that was refused) is a failed run, not
+    `skipping: no hosts matched` with rc 0. No cluster: there is no host to contact."""
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[flodl_workers]\n", encoding="utf-8")
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "fdl.yml").write_text("cluster: [broken\n", encoding="utf-8")
+    source = tmp_path / "lab.fdl_cluster.yml"
+    source.write_text("plugin: flodl.cluster.fdl_cluster\nproject_dir: proj\n", encoding="utf-8")
+    proc = run_ansible(installed_collection, ["ansible-playbook", "flodl.cluster.cluster_train",
+                                              "-i", str(hosts), "-i", str(source)], cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "skipping: no hosts matched" not in out
+    assert "group flodl_workers is empty or missing, so there is no worker to prebuild and launch for" in out
+    assert f"the flodl.cluster.fdl_cluster source {source}" in out and "'Unable to parse' warning" in out
+    assert failed_in_recap(proc.stdout) == ["localhost"]

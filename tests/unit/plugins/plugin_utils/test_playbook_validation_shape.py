@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parents[4]
 
 @pytest.mark.parametrize("playbook,roles", [
     ("preflight", ["flodl.cluster.preflight"]),
+    ("prebuild", ["flodl.cluster.prebuild"]),
     ("cluster_train", ["flodl.cluster.preflight", "flodl.cluster.prebuild", "flodl.cluster.launch"]),
 ])
 def test_roles_are_imported_without_their_per_host_validation_task(playbook, roles):

@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The phases' numeric and boolean knobs, checked with the run (before contact) instead of when a role starts.
+
+A value out of range here would otherwise pass preflight and the builds, then kill the launch (a
+negative timeout, a grace of ``inf``). Each problem names the variable, what was found and the fix.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import parse_bool
+
+# (variable, phase that reads it, lowest value, whether the lowest is allowed, what it means, an example).
+NUMBERS = (
+    ("flodl_build_timeout", "prebuild", 0.0, False, "seconds a build may run", "3600"),
+    ("flodl_launch_timeout", "launch", 0.0, True, "seconds the launch may run (0: no limit)", "0 or 86400"),
+    ("flodl_launch_grace_seconds", "launch", 0.0, True, "seconds between TERM and KILL when a launch stops", "10"),
+    ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds a worker's probe may take", "30"),
+)
+INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
+NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + ("flodl_prebuild_dedupe",)
+
+
+def _shown(value: Any) -> str:
+    return f"{type(value).__name__} {str(value)[:40]!r}"
+
+
+def number(value: Any) -> float | None:
+    """A finite number from a number or its text (survey answers are text); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    try:
+        found = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return found if math.isfinite(found) else None
+
+
+def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) -> list[str]:
+    """``controller: ...`` problems of the knobs set in ``values`` that the run's ``phases`` read."""
+    problems: list[str] = []
+    active = set(phases) - ({"prebuild"} if not prebuild else set())
+    dedupe = values.get("flodl_prebuild_dedupe")
+    if "prebuild" in active and dedupe is not None and parse_bool(dedupe) is None:
+        problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}")
+    for name, phase, low, low_ok, what, example in NUMBERS:
+        value = values.get(name)
+        if phase not in active or value is None:
+            continue
+        found = number(value)
+        if found is None or found < low or (found == low and not low_ok):
+            bound = f"({low:g} or more)" if low_ok else f"above {low:g}"
+            problems.append(f"controller: {name} must be a number of seconds {bound}, got {_shown(value)} (the "
+                            f"{what}); set it to e.g. {example}, or leave it unset for the default")
+    for name, phase, low, what, example in INTEGERS:
+        value = values.get(name)
+        if phase not in active or value is None:
+            continue
+        found = number(value)
+        if found is None or found != int(found) or found < low:
+            problems.append(f"controller: {name} must be a whole number, {low} or more: the {what}; got "
+                            f"{_shown(value)}; set it to e.g. {example}")
+    return problems
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def nul_problems(values: Mapping[str, Any]) -> list[str]:
+    """Run-level variables holding a NUL anywhere: no path, argv or environment can carry one (value never shown)."""
+    return [f"controller: {name} contains a NUL character, which no path, command line or environment value can "
+            "carry; remove it" for name in sorted(values) if _has_nul(values[name])]
