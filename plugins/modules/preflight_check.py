@@ -25,7 +25,9 @@ description:
     host's, musl libc, or C(all) devices with no usable GPU are errors. A missing convention data path, an
     empty C(uname -m), an absent C(pkill) and an unreachable host or failed probe are warnings. A glibc banner
     is an advisory note."
-  - When any host has an error the task fails once, with one line per failing host, and the warnings.
+  - A host's error does not fail this run-once task: it is filed in that host's C(per_host) entry, which the
+    host's own report (M(flodl.cluster.worker_result)) turns into its failure. Only an invalid run and the
+    controller's own problems fail this task (the latter with one line per failing host and the warnings).
   - The probe changes nothing, so it also runs in check mode.
 options:
   phases:
@@ -49,12 +51,6 @@ options:
     description: At most this many probes at once.
     type: int
     default: 64
-  fail_on_error:
-    description:
-      - Fail the task when any host has an error. The role sets it to V(false), records the results and then
-        fails with P(ansible.builtin.fail#module) using RV(preflight.failure), so the failure output stays short.
-    type: bool
-    default: true
 attributes:
   check_mode:
     description: Check mode prints the plan and changes nothing.
