@@ -25,7 +25,7 @@ description:
     host's, musl libc, or C(all) devices with no usable GPU are errors. A missing convention data path, an
     empty C(uname -m), an absent C(pkill) and an unreachable host or failed probe are warnings. A glibc banner
     is an advisory note."
-  - A host's error does not fail this run-once task: it is filed in that host's C(per_host) entry, which the
+  - A host's error does not fail this run-once task. It is filed in that host's C(per_host) entry, which the
     host's own report (M(flodl.cluster.worker_result)) turns into its failure. Only an invalid run and the
     controller's own problems fail this task (the latter with one line per failing host and the warnings).
   - The probe changes nothing, so it also runs in check mode.

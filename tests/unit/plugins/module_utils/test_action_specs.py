@@ -21,3 +21,11 @@ def test_the_documented_options_are_the_spec(module, spec):
         doc = documented[name]
         assert {k: doc.get(k) for k in KEYS if k != "required"} == {k: option.get(k) for k in KEYS if k != "required"}, name
         assert bool(doc.get("required")) == bool(option.get("required")), name
+
+
+@pytest.mark.parametrize("module", ["cargo_prebuild", "launch_env", "launch_status", "orphan_cleanup",
+                                    "preflight_check", "run_launcher", "topology", "worker_result"])
+def test_every_module_stub_documents_in_valid_yaml(module):
+    stub = importlib.import_module(f"ansible_collections.flodl.cluster.plugins.modules.{module}")
+    for text in (stub.DOCUMENTATION, stub.EXAMPLES, stub.RETURN):
+        assert yaml.safe_load(text)
