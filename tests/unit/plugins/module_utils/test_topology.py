@@ -256,6 +256,11 @@ def test_join_not_a_map():
     assert "must be a map" in only_problem(two_workers(flodl_controller_join="auto"))
 
 
+def test_a_join_given_as_its_token_is_not_echoed():
+    msg = only_problem(two_workers(flodl_controller_join="s3cret-session-salt"))
+    assert "must be a map, got a string" in msg and "s3cret" not in msg
+
+
 # ---- reserved env keys (§6)
 
 RESERVED = [
