@@ -7,4 +7,3 @@ ACTION = "orphan_cleanup"
 def test_recorded_case(recorded, run, expect, no_processes):
     expect(run(recorded), recorded.expected)
     assert no_processes == []
-
