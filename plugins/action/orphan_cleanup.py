@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import ORPHAN_CLEANUP
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans
@@ -26,10 +27,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, args = self.validate_argument_spec(argument_spec={
-            "prebuild_envelope": {"type": "raw"}, "timeout": {"type": "float", "default": 30.0},
-            "stop_launcher": {"type": "bool", "default": True},
-        })
+        _spec, args = self.validate_argument_spec(**ORPHAN_CLEANUP)
         try:
             ctx = read_run(self, task_vars, ["teardown"])
         except TopologyError as exc:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WORKER_RESULT
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, worker_outcome
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP
 
@@ -21,15 +22,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _spec, args = self.validate_argument_spec(
-            argument_spec={
-                "phase": {"type": "str", "required": True},
-                "result": {"type": "dict"},
-                "result_var": {"type": "str"},
-            },
-            required_one_of=[["result", "result_var"]],
-            mutually_exclusive=[["result", "result_var"]],
-        )
+        _spec, args = self.validate_argument_spec(**WORKER_RESULT)
         task_vars = task_vars or {}
         name = str(task_vars.get("inventory_hostname", ""))
         phase_result = args["result"]

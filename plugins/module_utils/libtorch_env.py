@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import POINTER_MAX, read_capped_text
-from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
+from ansible_collections.flodl.cluster.plugins.module_utils.variants import (
+    ROCM_LIB,
+    cuda_vars,
+    lib_dirs,
+    variant_feature,
+)
 
 CPU_PATH = "./libtorch/precompiled/cpu"
-ROCM_LIB = "/opt/rocm/lib"
 ACTIVE_FILE = "libtorch/.active"
 CASE_VAR = "FDL_LIBTORCH_CASE"
 
@@ -85,28 +89,17 @@ def arch_cuda(arch_text: str | None) -> str | None:
     return found
 
 
-def cuda_vars(cuda: str | None) -> dict[str, str]:
-    """``CUDA_VERSION`` (``.0`` added below two dots) and ``CUDA_TAG`` (first two fields); ``none`` skips."""
-    if cuda is None or cuda == "none":
-        return {}
-    version = cuda if cuda.count(".") >= 2 else f"{cuda}.0"
-    return {"CUDA_VERSION": version, "CUDA_TAG": ".".join(version.split(".", 2)[:2])}
-
-
 def gpu_feature(name: str) -> str:
-    """``rocm`` for an AMD variant, else ``cuda``: a CPU variant gets ``cuda`` too at launch."""
-    return "rocm" if variant_vendor(name) == AMD else "cuda"
+    """The build's feature (:func:`variants.variant_feature`), except that a CPU variant gets ``cuda`` at launch."""
+    return variant_feature(name) or "cuda"
 
 
 def ld_library_path(libtorch_path: str, name: str, inherited: str | None, rocm_lib: str = ROCM_LIB) -> str:
-    """libtorch's ``lib`` (system ROCm first on AMD) ahead of the inherited value.
+    """libtorch's ``lib`` (:func:`variants.lib_dirs`: system ROCm first on AMD) ahead of the inherited value.
 
-    On AMD the host's ROCm runtime must win over the copy bundled in
-    libtorch-rocm, or the process crashes at its first GPU op. Entries the
-    inherited value already holds are not repeated.
+    Entries the inherited value already holds are not repeated.
     """
-    lib = path_join(libtorch_path, "lib")
-    own = [rocm_lib.rstrip("/") or "/", lib] if variant_vendor(name) == AMD else [lib]
+    own = lib_dirs(path_join(libtorch_path, "lib"), name, rocm_lib)
     current = inherited or ""
     if not current:
         return ":".join(own)

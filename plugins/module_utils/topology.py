@@ -16,7 +16,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import INVENTORY, JOIN_KEYS, cluster_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, CPU, variant_vendor
 
@@ -37,10 +36,6 @@ class TopologyError(ValueError):
 # --------------------------------------------------------------------------
 # small predicates
 # --------------------------------------------------------------------------
-
-
-def worker_label(index: int, host: str) -> str:
-    return f"cluster.workers[{index}] ({json.dumps(host)})"
 
 
 def _blank(value: Any) -> bool:
@@ -151,10 +146,6 @@ def validate_cluster(cluster: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 # ranks
 # --------------------------------------------------------------------------
-
-
-def needs_gpu_count(worker: Mapping[str, Any]) -> bool:
-    return worker.get("local_devices") == "all"
 
 
 def device_count(worker: Mapping[str, Any], probed: Mapping[str, tuple[int, int]] | None = None) -> int:
@@ -381,11 +372,6 @@ def cluster_json(cluster: Mapping[str, Any]) -> str:
     return serde_pretty(ordered_cluster(cluster))
 
 
-def cluster_hex(cluster: Mapping[str, Any]) -> str:
-    """``FLODL_INTERNAL_FULL_CLUSTER_JSON``: lowercase hex of :func:`cluster_json`."""
-    return hex_encode(cluster_json(cluster))
-
-
 # --------------------------------------------------------------------------
 # lookups phases share
 # --------------------------------------------------------------------------
@@ -406,8 +392,3 @@ def remote_workers(cluster: Mapping[str, Any], controller_identity: str) -> list
     host with its own variant and must be probed and built separately.
     """
     return [w for w in cluster.get("workers", []) if w.get("host") != controller_identity]
-
-
-def ssh_target(worker: Mapping[str, Any]) -> str:
-    ssh = worker.get("ssh") or {}
-    return str(ssh.get("target") or worker["host"])

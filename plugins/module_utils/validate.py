@@ -220,7 +220,8 @@ def _plain(value: Any) -> str:
 def _check_join(join: Any, naming: Naming, out: _Problems) -> None:
     place = naming.controller("join")
     if not isinstance(join, Mapping):
-        out.add(place, f"must be a map, got {kind(join)}")
+        # A bare string here is often the token itself: say what it is, never what it holds.
+        out.add(place, f"must be a map, got {kind(join, secret=True)}")
         return
     out.unknown_keys(join, JOIN_KEYS, lambda k: naming.sub(place, k))
     for key in JOIN_UINTS:

@@ -11,7 +11,8 @@ NVIDIA = "nvidia"
 AMD = "amd"
 UNKNOWN = "unknown"
 
-REMOTE_ROCM_LIB = "/opt/rocm/lib"
+# The system ROCm of the host a rank runs on (a remote path, never looked up here).
+ROCM_LIB = "/opt/rocm/lib"
 
 _NVIDIA_NAME = re.compile(r"(?:cu|sm)[0-9]")
 _AMD_NAME = re.compile(r"(?:rocm|gfx)[0-9]")
@@ -64,13 +65,21 @@ def cuda_version_from_arch(arch: str) -> str | None:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
-def cuda_build_env(arch: str) -> dict[str, str]:
-    """``CUDA_VERSION``/``CUDA_TAG`` for the build image, or ``{}``."""
-    version = cuda_version_from_arch(arch)
-    if version is None:
+def cuda_vars(version: str | None) -> dict[str, str]:
+    """``CUDA_VERSION`` (``.0`` added below two dots) and ``CUDA_TAG`` (its first two fields).
+
+    ``{}`` for no version or ``none`` (a CPU variant's ``.arch``). The build
+    image and the launched process both get their toolkit from this rule.
+    """
+    if version is None or version == "none":
         return {}
     full = version if version.count(".") >= 2 else f"{version}.0"
     return {"CUDA_VERSION": full, "CUDA_TAG": ".".join(full.split(".")[:2])}
+
+
+def cuda_build_env(arch: str) -> dict[str, str]:
+    """``CUDA_VERSION``/``CUDA_TAG`` for the build image, from a ``cu<digits>`` variant name, or ``{}``."""
+    return cuda_vars(cuda_version_from_arch(arch))
 
 
 def arch_slug(arch: str) -> str:
@@ -78,15 +87,18 @@ def arch_slug(arch: str) -> str:
     return arch.replace("/", "-").replace("\\", "-")
 
 
-def runtime_ld_library_path(worker_path: str, arch: str) -> str:
-    """``LD_LIBRARY_PATH`` a rank needs on its own host.
+def lib_dirs(libtorch_lib: str, arch: str, rocm_lib: str = ROCM_LIB) -> list[str]:
+    """The directories a process of variant ``arch`` loads libtorch from, in order.
 
     On AMD the system ROCm comes first: libtorch-rocm bundles its own ROCm
-    userspace, and when that copy wins over the host's driver stack the rank
-    crashes at its first GPU op. The literal ``/opt/rocm/lib`` is used
-    because the path is for the remote host, not this one.
+    userspace, and when that copy wins over the host's driver stack the
+    process crashes at its first GPU op.
     """
-    libtorch_lib = f"{worker_path.rstrip('/')}/libtorch/{arch}/lib"
     if variant_vendor(arch) == AMD:
-        return f"{REMOTE_ROCM_LIB}:{libtorch_lib}"
-    return libtorch_lib
+        return [rocm_lib.rstrip("/") or "/", libtorch_lib]
+    return [libtorch_lib]
+
+
+def runtime_ld_library_path(worker_path: str, arch: str) -> str:
+    """``LD_LIBRARY_PATH`` a rank needs on its own host (:func:`lib_dirs` of its variant's ``lib``)."""
+    return ":".join(lib_dirs(f"{worker_path.rstrip('/')}/libtorch/{arch}/lib", arch))

@@ -25,7 +25,9 @@ description:
     host's, musl libc, or C(all) devices with no usable GPU are errors. A missing convention data path, an
     empty C(uname -m), an absent C(pkill) and an unreachable host or failed probe are warnings. A glibc banner
     is an advisory note."
-  - When any host has an error the task fails once, with one line per failing host, and the warnings.
+  - A host's error does not fail this run-once task. It is filed in that host's C(per_host) entry, which the
+    host's own report (M(flodl.cluster.worker_result)) turns into its failure. Only an invalid run and the
+    controller's own problems fail this task (the latter with one line per failing host and the warnings).
   - The probe changes nothing, so it also runs in check mode.
 options:
   phases:
@@ -49,12 +51,6 @@ options:
     description: At most this many probes at once.
     type: int
     default: 64
-  fail_on_error:
-    description:
-      - Fail the task when any host has an error. The role sets it to V(false), records the results and then
-        fails with P(ansible.builtin.fail#module) using RV(preflight.failure), so the failure output stays short.
-    type: bool
-    default: true
 attributes:
   check_mode:
     description: Check mode prints the plan and changes nothing.
@@ -82,72 +78,97 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-preflight:
-  description: Everything preflight found; the role registers it as C(flodl_preflight_run) and publishes it as the artifact C(flodl_preflight).
+ok:
+  description: No host has an error.
+  returned: when the configuration is valid
+  type: bool
+check_mode:
+  description: Whether the step ran in check mode.
+  returned: when the configuration is valid
+  type: bool
+controller_identity:
+  description: The controller's cluster name (C(FLODL_HOST_NAME), else its hostname).
+  returned: when the configuration is valid
+  type: str
+prebuild:
+  description: Whether the ABI gate ran (C(flodl_prebuild)).
+  returned: when the configuration is valid
+  type: bool
+build_host:
+  description: C(flodl_build_host).
+  returned: when the configuration is valid
+  type: str
+build_arch:
+  description: The build host's CPU arch the workers were compared with, or null when unknown.
+  returned: when the configuration is valid
+  type: str
+  sample: x86_64
+controller:
+  description: The controller's local check (same keys as a host, plus C(controller=true)).
   returned: when the configuration is valid
   type: dict
-  contains:
-    ok:
-      description: No host has an error.
-      type: bool
-    prebuild:
-      description: Whether the ABI gate ran (C(flodl_prebuild)).
-      type: bool
-    build_host:
-      description: C(flodl_build_host).
-      type: str
-    build_arch:
-      description: The build host's CPU arch the workers were compared with, or null when unknown.
-      type: str
-      sample: x86_64
-    controller:
-      description: The controller's local check (same keys as a host, plus C(controller=true)).
-      type: dict
-    hosts:
-      description:
-        - Per worker (inventory order), keyed by logical host name. C(status) is ok, warning, error or
-          unreachable; C(arch), C(libc) (short), C(ldd) (banner line) and C(pkill) are null when not probed;
-          C(data_path) has C(path), C(declared) and C(state) (ok, missing, unreadable, unknown);
-          C(gpus) is C({nvidia, amd}) for C(local_devices=all) workers, else null; C(errors), C(warnings) and
-          C(notes) are lists of messages; C(target) and C(probe_command) (the exact ssh command line, quoted)
-          are set for probed hosts.
-      type: dict
-      sample:
-        h1:
-          status: ok
-          arch: x86_64
-          libc: glibc 2.36
-          pkill: present
-          data_path: {path: /flodl/data, declared: false, state: ok}
-          gpus: {nvidia: 2, amd: 0}
-          errors: []
-          warnings: []
-    failure:
-      description: The failure message, one list item per line (header, one line per failing host, warnings).
-      returned: when a host has an error
-      type: list
-      elements: str
-    failed_hosts:
-      description: Hosts with at least one error.
-      type: list
-      elements: str
-    warnings:
-      description: Every warning, one per line.
-      type: list
-      elements: str
-    summary:
-      description: One line per host.
-      type: list
-      elements: str
-      sample: ["h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"]
-summary:
-  description: Same as C(preflight.summary).
+hosts:
+  description:
+    - Per worker of the play (inventory order), keyed by logical host name. C(status) is ok, warning, error or
+      unreachable; C(arch), C(libc) (short), C(ldd) (banner line) and C(pkill) are null when not probed;
+      C(data_path) has C(path), C(declared) and C(state) (ok, missing, unreadable, unknown);
+      C(gpus) is C({nvidia, amd}) for C(local_devices=all) workers, else null; C(errors), C(warnings) and
+      C(notes) are lists of messages; C(target) and C(probe_command) (the exact ssh command line, quoted)
+      are set for probed hosts.
+  returned: when the configuration is valid
+  type: dict
+  sample:
+    h1:
+      status: ok
+      arch: x86_64
+      libc: glibc 2.36
+      pkill: present
+      data_path: {path: /flodl/data, declared: false, state: ok}
+      gpus: {nvidia: 2, amd: 0}
+      errors: []
+      warnings: []
+failure:
+  description: The failure message, one list item per line (header, one line per failing host, warnings).
+  returned: when a host or the controller has an error
+  type: list
+  elements: str
+failed_hosts:
+  description: Hosts with at least one error; with RV(refused), the workers refused for their own variables.
+  returned: always, but for a run refused as a whole
+  type: list
+  elements: str
+warnings:
+  description: Every warning, one per line.
   returned: when the configuration is valid
   type: list
   elements: str
+advisory:
+  description: The glibc note, when the workers' glibc versions call for one, else null.
+  returned: when the configuration is valid
+  type: str
+summary:
+  description: One line per host.
+  returned: when the configuration is valid
+  type: list
+  elements: str
+  sample: ["h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"]
+per_host:
+  description:
+    - One entry per worker of the play, keyed by inventory host (C(status), C(msg), C(data)), which
+      M(flodl.cluster.worker_result) turns into that worker's own result.
+  returned: always, but for a run refused as a whole
+  type: dict
+ssh_control_dir:
+  description: The directory of the ssh master connections the probe left for the launch (C(flodl_ssh_reuse)).
+  returned: when a launch follows and the masters are kept
+  type: str
+refused:
+  description: The run was refused before contact for workers' own variables; each worker's entry says why.
+  returned: when refused for workers' variables
+  type: bool
 problems:
   description: Configuration problems, when the run is invalid (no host was contacted).
-  returned: failure
+  returned: when the run is refused
   type: list
   elements: str
 """

@@ -172,6 +172,23 @@ def test_cuda_build_env_empty_without_a_cu_tag(arch):
     assert cuda_build_env(arch) == {}
 
 
+@pytest.mark.parametrize("version, expected", [
+    ("12", {"CUDA_VERSION": "12.0", "CUDA_TAG": "12.0"}),
+    ("12.8.1", {"CUDA_VERSION": "12.8.1", "CUDA_TAG": "12.8"}),
+    ("none", {}),
+    (None, {}),
+])
+def test_cuda_vars_is_the_one_rule_for_build_and_launch(version, expected):
+    assert v.cuda_vars(version) == expected
+
+
+def test_lib_dirs_put_the_system_rocm_first_on_amd_only():
+    assert v.lib_dirs("/p/lib", "builds/gfx1030") == ["/opt/rocm/lib", "/p/lib"]
+    assert v.lib_dirs("/p/lib", "precompiled/rocm70", rocm_lib="/opt/rocm-7/lib/") == ["/opt/rocm-7/lib", "/p/lib"]
+    assert v.lib_dirs("/p/lib", "precompiled/cu128") == ["/p/lib"]
+    assert v.lib_dirs("/p/lib", "precompiled/cpu") == ["/p/lib"]
+
+
 # ------------------------------------------------- seed: arch_slug_*
 
 

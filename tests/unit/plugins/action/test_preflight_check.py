@@ -1,0 +1,52 @@
+"""flodl.cluster.preflight_check: the refusals before contact, and a play on the controller's own box.
+
+The probe over ssh is the integration tests'.
+"""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import yaml
+
+ACTION = "preflight_check"
+# Every action result may hold these (Ansible's own).
+COMMON = {"changed", "failed", "msg", "skipped"}
+
+
+def test_recorded_case(recorded, run, expect, no_ssh):
+    expect(run(recorded), recorded.expected)
+    assert [argv for argv in no_ssh if "ssh" in str(argv)] == []
+
+
+@pytest.mark.parametrize("name", ["refused_one_worker", "refused_run", "check_mode_refused"])
+def test_a_refusal_starts_no_process(case, run, name, no_processes):
+    assert run(case(name))["failed" if name == "refused_run" else "refused"] is True
+    assert no_processes == []  # no probe, no ssh, not even a local check
+
+
+def test_the_controllers_own_box_is_checked_without_ssh(case, run, no_ssh, tmp_path):
+    entry = run(case("controller_only"))["per_host"]["ctl"]
+    assert (entry["status"], entry["msg"]) == ("ok", "preflight passed")
+    assert entry["data"]["data_path"] == {"path": str(tmp_path), "declared": True, "state": "ok"}
+    assert entry["data"]["controller"] is True
+
+
+@pytest.mark.parametrize("name", ["controller_only", "refused_one_worker", "refused_run"])
+def test_every_key_of_the_result_is_documented(case, run, name, no_ssh):
+    stub = importlib.import_module("ansible_collections.flodl.cluster.plugins.modules.preflight_check")
+    documented = set(yaml.safe_load(stub.RETURN)) | COMMON
+    assert set(run(case(name))) <= documented
+
+
+def test_each_worker_reports_its_own_refusal(case, run, no_processes):
+    per_host = run(case("refused_one_worker"))["per_host"]
+    assert per_host["gpu-c"]["status"] == "failed"
+    assert "host gpu-c (worker 2): flodl_local_devices" in per_host["gpu-c"]["msg"]
+    assert {per_host[h]["status"] for h in ("ctl", "gpu-b")} == {"skipped"}
+    assert "refused for the variables of gpu-c" in per_host["gpu-b"]["msg"]
+
+
+def test_a_run_level_problem_fails_the_step_itself(case, run, no_processes):
+    result = run(case("refused_run"))
+    assert result["failed"] is True and "per_host" not in result
