@@ -398,7 +398,8 @@ def knob_problems(task_vars: Mapping[str, Any], templar: Any, phases: list[str],
                             f"{type(timeout).__name__} {str(timeout)[:40]!r}")
     if "launch" in phases:
         grace = var(task_vars, templar, "flodl_launch_grace_seconds")
-        number = _number(grace) if grace is not None else 0.0
+        blank = grace is None or (isinstance(grace, str) and not grace.strip())  # unset: the role's default
+        number = 0.0 if blank else _number(grace)
         if number is None or number < 0:
             problems.append(f"controller: flodl_launch_grace_seconds must be a number of seconds (0 or more), got "
                             f"{type(grace).__name__} {str(grace)[:40]!r}")
