@@ -26,7 +26,9 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "apt-get install ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # DEBCONF_NOWARNINGS: no "delaying package configuration, since apt-utils is not installed" on a minimal image
+  DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if [ -x "$REPO_ROOT/scripts/install-docker-tools.sh" ]; then
@@ -77,4 +79,7 @@ make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'pytest>=8' 'coverage>=7.
   'antsibull-docs>=2.16,<3' 'antsibull-changelog>=0.30,<1' \
   'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13'
 make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'pytest>=8' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3'
-log "ready: $("$VENV_DIR/ansible-2.19/bin/ansible" --version | head -1) / $("$VENV_DIR/ansible-2.21/bin/ansible" --version | head -1)"
+core_version() { # $1 = venv name; not `ansible --version | head -1`: head closing the pipe makes ansible print a traceback
+  "$VENV_DIR/$1/bin/python" -c 'from ansible.release import __version__; print(__version__)'
+}
+log "ready: ansible-core $(core_version ansible-2.19) / ansible-core $(core_version ansible-2.21)"

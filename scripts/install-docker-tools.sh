@@ -44,7 +44,7 @@ fi
 
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
     say "apt-get install ${need_pkgs[*]}"
-    export DEBIAN_FRONTEND=noninteractive
+    export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
     apt-get update -qq >/dev/null
     apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi

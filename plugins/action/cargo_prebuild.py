@@ -37,7 +37,8 @@ class ActionModule(ActionBase):
 
         try:
             # The build reaches no worker: their connections are the preflight's and the launch's business.
-            ctx = read_run(self, task_vars, ["prebuild"], connections=False)
+            # Honours become: the build runs as Ansible's module on the build host.
+            ctx = read_run(self, task_vars, ["prebuild"], connections=False, become_ok=True)
         except TopologyError as exc:
             return fail_result(result, exc.problems)
         dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))

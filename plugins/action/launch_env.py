@@ -88,7 +88,8 @@ class ActionModule(ActionBase):
         inputs = launch_io.launch_inputs(
             ctx, gpu_counts=counts, host_user=host_user, docker_service=docker_service,
             container_root=args["container_root"], envelope_text=envelope_text, testing=bool(testing),
-            guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir)
+            guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir,
+            ansible_verbosity=display.verbosity)
         try:
             plan = le.prepare_launch(inputs)
         except TopologyError as exc:

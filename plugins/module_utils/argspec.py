@@ -39,9 +39,16 @@ def union_options(role_options: Iterable[Mapping[str, Mapping[str, Any]]]) -> di
     return union
 
 
+def blank_is_unset(option: Mapping[str, Any], value: Any) -> bool:
+    """An empty answer (AWX sends one for every question left blank) to an optional non-text option."""
+    return (isinstance(value, str) and not value.strip() and not option.get("required")
+            and option.get("type", "str") not in ("str", "raw", "path"))
+
+
 def problems(options: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any]) -> dict[str, list[str]]:
     """Ansible's own verdict on ``params`` (only the options given), per option; empty when all pass."""
-    present = {name: value for name, value in params.items() if name in options}
+    present = {name: value for name, value in params.items()
+               if name in options and not blank_is_unset(options[name], value)}
     if not ArgumentSpecValidator(dict(options)).validate(present).error_messages:
         return {}
     # Rare: find which options fail (the validator's messages carry no option name of their own).

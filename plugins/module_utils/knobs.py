@@ -20,6 +20,8 @@ NUMBERS = (
     ("flodl_launch_timeout", "launch", 0.0, True, "seconds the launch may run (0: no limit)", "0 or 86400"),
     ("flodl_launch_grace_seconds", "launch", 0.0, True, "seconds between TERM and KILL when a launch stops", "10"),
     ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds a worker's probe may take", "30"),
+    ("flodl_launch_output_batch_seconds", "launch", 0.0, True, "longest wait of an output line before it is shown",
+     "2"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + ("flodl_prebuild_dedupe",)
@@ -44,6 +46,8 @@ def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
     """``controller: ...`` problems of the knobs set in ``values`` that the run's ``phases`` read."""
     problems: list[str] = []
     active = set(phases) - ({"prebuild"} if not prebuild else set())
+    # A blank answer (an AWX survey's empty field) is unset: the role's default applies.
+    values = {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
     dedupe = values.get("flodl_prebuild_dedupe")
     if "prebuild" in active and dedupe is not None and parse_bool(dedupe) is None:
         problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}")

@@ -33,6 +33,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     populate_ranks,
     validate_cluster,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import ENV_VERBOSITY
 
 ENV_FULL_CLUSTER_JSON = "FLODL_INTERNAL_FULL_CLUSTER_JSON"
 ENV_FDL_CMD = "FLODL_INTERNAL_FDL_CMD"
@@ -366,6 +367,7 @@ class LaunchInputs:
     libtorch: Mapping[str, str] = field(default_factory=dict)
     ssh_reuse_dir: str | None = None  # this run's master connections (module_utils.sshreuse); None: bytes as fdl's
     cmd_run: str | None = None  # the command's run: line (fdl-cli runs it from the project root)
+    verbosity: str | None = None  # FLODL_VERBOSITY from Ansible's -v (module_utils.ansible_flags); None: not added
 
 
 @dataclass
@@ -464,6 +466,8 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
         env[ENV_PREBUILD_PER_HOST] = inputs.prebuild_envelope_json
     if inputs.net_timeout_scale is not None:
         env[ENV_NET_TIMEOUT_SCALE] = inputs.net_timeout_scale
+    if inputs.verbosity:
+        env[ENV_VERBOSITY] = inputs.verbosity
     if testing_hex is not None:
         env[ENV_TESTING_CLUSTER_JSON] = testing_hex
     if inputs.controller_identity and ENV_HOSTNAME not in inputs.controller_env:

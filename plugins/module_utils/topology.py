@@ -49,6 +49,18 @@ def _int_if_decimal(value: Any) -> Any:
     return value
 
 
+def _float_if_number(value: Any) -> Any:
+    """``"0.5"`` -> 0.5, blank text -> None (a survey answer left empty: unset); anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    try:
+        return float(value.strip())
+    except ValueError:
+        return value  # the validator names it
+
+
 # --------------------------------------------------------------------------
 # inventory -> cluster dict
 # --------------------------------------------------------------------------
@@ -94,6 +106,10 @@ def worker_from_hostvars(
     for var, key in _WORKER_OPTIONAL:
         if hostvars.get(var) is not None:
             worker[key] = hostvars[var]
+    if "gpu_ram_share" in worker:  # -e and survey values arrive as text
+        worker["gpu_ram_share"] = _float_if_number(worker["gpu_ram_share"])
+        if worker["gpu_ram_share"] is None:
+            del worker["gpu_ram_share"]
     env = hostvars.get("flodl_env")
     if env is not None:
         worker["env"] = env
@@ -122,7 +138,7 @@ def cluster_from_inventory(
     env = cluster_vars.get("flodl_cluster_env")
     if env is not None:
         cluster["env"] = env
-    share = cluster_vars.get("flodl_cluster_gpu_ram_share")
+    share = _float_if_number(cluster_vars.get("flodl_cluster_gpu_ram_share"))
     if share is not None:
         cluster["gpu_ram_share"] = share
     return cluster

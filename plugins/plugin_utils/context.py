@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
+from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
@@ -443,12 +444,17 @@ def _ansible_resolver(action: Any, task_vars: Mapping[str, Any]) -> ConnectionRe
     return resolve
 
 
-def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], connections: bool = True) -> RunContext:
+def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], connections: bool = True,
+             become_ok: bool = False) -> RunContext:
     """The run as a phase's action plugin sees it, each worker reached as Ansible would reach it.
 
     ``connections=False`` for a phase that reaches no worker (prebuild builds on the build host): the
     workers' connections are not resolved and their ssh blocks stay as ``flodl_ssh`` gives them.
+    ``become`` is refused unless ``become_ok`` (a step Ansible runs as a module, which honours it).
     """
+    if not become_ok and getattr(action._play_context, "become", False):
+        raise TopologyError([become_problem(str(task_vars.get("inventory_hostname", "localhost")),
+                                            getattr(action._play_context, "become_user", None))])
     if not connections:
         return build_context(task_vars, action._templar, phases, lambda _name, _vars: ResolvedConnection())
     return build_context(task_vars, action._templar, phases, _ansible_resolver(action, task_vars))

@@ -32,6 +32,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import resolved_under
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import launch_verbosity
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 
@@ -152,7 +153,7 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
 
 def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]], host_user: str | None,
                   docker_service: str | None, container_root: str, envelope_text: str | None, testing: bool,
-                  guarded: bool, ssh_reuse_dir: str | None = None) -> le.LaunchInputs:
+                  guarded: bool, ssh_reuse_dir: str | None = None, ansible_verbosity: int = 0) -> le.LaunchInputs:
     """Everything the launch environment depends on, read from the run model and this machine."""
     return le.LaunchInputs(
         cluster=ctx.cluster, project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
@@ -163,6 +164,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
         ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run,
+        verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.get("env")),
     )
 
 

@@ -328,6 +328,15 @@ def test_check_mode_prints_the_plan_and_runs_nothing(installed_collection, clust
     assert proc.returncode == 0
     assert "flodl launch plan (check mode" in proc.stdout
 
+    # Survey answers as AWX sends them (text, blanks) and -vv, through the roles as well as the validation.
+    blanks = ["-e", "flodl_build_host=", "-e", "flodl_launch_host=", "-e", "flodl_launch_grace_seconds=",
+              "-e", "flodl_gpu_ram_share=0.5", "-vv"]
+    proc = run_ansible(installed_collection,
+                       ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "--check", *blanks])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "FLODL_VERBOSITY=debug" in proc.stdout
+    assert '"gpu_ram_share": 0.5' in proc.stdout
+
 
 # --------------------------------------------------------------------------- validation before any host
 

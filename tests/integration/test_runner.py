@@ -320,7 +320,7 @@ def test_cancel_mid_launch_leaves_nothing_running(ctx):
             assert gone_at.get(kind, 1e9) <= GRACE + 1.0, (kind, gone_at, left)
         assert "wrapper" in gone_at, left
     finally:
-        # Whatever the verdict, stop what this run left (the teardown playbook, as docs/awx.md §8 says).
+        # Whatever the verdict, stop what this run left (the teardown playbook, as docs/awx.md §9 says).
         if left:
             from conftest import run_ansible  # noqa: PLC0415
 

@@ -432,13 +432,22 @@ def test_gpu_ram_share_ok(share):
     validate_cluster(from_inventory([("a", hv(flodl_gpu_ram_share=share)), ("b", hv())], CLUSTER_VARS))
 
 
-@pytest.mark.parametrize("share", [-0.1, -1, math.nan, math.inf, -math.inf, "0.5", True, pytest.param(10**400, id="huge-int")])
+@pytest.mark.parametrize("text,share", [("0.5", 0.5), (" 1 ", 1.0), ("", None), ("  ", None)])
+def test_gpu_ram_share_as_text_is_a_number_and_blank_is_unset(text, share):
+    # -e and AWX survey answers arrive as text (an fdl file is still held to numbers: test_fdl_config).
+    c = from_inventory([("a", hv(flodl_gpu_ram_share=text)), ("b", hv())], {**CLUSTER_VARS, "flodl_cluster_gpu_ram_share": text})
+    validate_cluster(c)
+    assert c["workers"][0].get("gpu_ram_share") == share and c.get("gpu_ram_share") == share
+
+
+@pytest.mark.parametrize("share", [-0.1, -1, math.nan, math.inf, -math.inf, "half", "nan", "-1", True,
+                                   pytest.param(10**400, id="huge-int")])
 def test_gpu_ram_share_refused_at_cluster_scope(share):
     msg = only_problem(two_workers(flodl_cluster_gpu_ram_share=share))
     assert msg.startswith("cluster: flodl_cluster_gpu_ram_share: must be a non-negative fraction of host RAM")
 
 
-@pytest.mark.parametrize("share", [-0.1, math.nan, math.inf])
+@pytest.mark.parametrize("share", [-0.1, math.nan, math.inf, "half"])
 def test_gpu_ram_share_refused_at_worker_scope(share):
     c = from_inventory([("a", hv()), ("b", hv(flodl_gpu_ram_share=share))], CLUSTER_VARS)
     msg = only_problem(c)

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What Ansible's own flags mean for a run: ``-v`` and ``become``.
+
+``-v``: flodl's log level (``FLODL_VERBOSITY``) for the launched command. flodl reads ``FLODL_VERBOSITY`` as ``0``-``4`` or ``quiet``/``normal``/``verbose``/``debug``/``trace``
+(``normal`` when unset), and its launcher forwards the value to every remote rank. ``fdl -v``, ``-vv``
+and ``-vvv`` mean ``verbose``, ``debug`` and ``trace``; ``ansible-playbook -v`` (an AWX job template's
+verbosity) means the same here. A value the operator set wins: in the controller's environment or in
+the cluster's ``env``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+ENV_VERBOSITY = "FLODL_VERBOSITY"
+# fdl's own mapping of -v, -vv, -vvv (more v's stay at trace).
+LEVELS = ("verbose", "debug", "trace")
+
+
+def launch_verbosity(ansible_verbosity: int, controller_env: Mapping[str, str],
+                     cluster_env: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The ``FLODL_VERBOSITY`` to add for ``ansible_verbosity`` v's, or None (no -v, or set by the operator)."""
+    if ansible_verbosity <= 0 or ENV_VERBOSITY in controller_env:
+        return None
+    if isinstance(cluster_env, Mapping) and ENV_VERBOSITY in cluster_env:
+        return None
+    return LEVELS[min(ansible_verbosity, len(LEVELS)) - 1]
+
+
+def become_problem(host: str, become_user: Optional[str]) -> str:
+    """Why a run-once step refuses ``become``: it runs here and reaches the workers over its own ssh."""
+    user = become_user or "root"
+    return (
+        f"controller: become is set for {host} (a become keyword, --become, AWX's privilege escalation or "
+        f"ansible_become), but this step runs on the controller and reaches the workers over its own ssh as the "
+        f"connection user, and flodl's launcher has no become: nothing would run as {user}; turn become off for "
+        "flodl.cluster's plays (become: false, or -e ansible_become=false), and to run the ranks as another user "
+        "connect as that user (ansible_user or flodl_ssh.user). Only the prebuild's build on flodl_build_host "
+        "honours become"
+    )
