@@ -41,6 +41,7 @@ def controller_env(monkeypatch):
     monkeypatch.setenv("FLODL_HOST_NAME", "ctl")
     monkeypatch.delenv("FLODL_NET_TIMEOUT_SCALE", raising=False)
 
+
 SURVEY = json.loads((Path(__file__).resolve().parents[4] / "examples" / "awx" / "survey.json").read_text())
 # A valid answer for questions whose default is blank.
 EXAMPLES = {"flodl_cmd": "train", "flodl_fdl_env": "lab", "flodl_launch_command": "cargo run --release --bin train"}
