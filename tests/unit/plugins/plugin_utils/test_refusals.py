@@ -9,7 +9,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import Topo
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context
 
-ALL = ["preflight", "prebuild", "launch"]
+ALL = ("preflight", "prebuild", "launch")
 
 
 def task_vars(h2=None, **extra):

@@ -69,7 +69,7 @@ REFUSED = {("flodl_cmd", ""), ("flodl_prebuild", ""),
            ("flodl_prebuild", "maybe")}
 
 
-@pytest.mark.parametrize("name,answer", list(answers()), ids=lambda v: repr(v))
+@pytest.mark.parametrize("name,answer", list(answers()), ids=repr)
 def test_every_survey_answer_as_a_string_is_accepted_or_refused_naming_the_field(name, answer):
     assert isinstance(answer, str)
     tv = task_vars(**{name: answer})
