@@ -24,7 +24,14 @@ NUMBERS = (
      "2"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
-NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + ("flodl_prebuild_dedupe",)
+NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (
+    "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent")
+DETACHED_AGENT = (
+    "controller: flodl_launch_detach and flodl_launch_forward_agent are both true: a detached run outlives this "
+    "job, and the forwarded ssh-agent ends with it, so every rank the launcher starts after the job is gone would "
+    "fail with 'Permission denied'. Give the launch host a key the workers accept (the launcher's own ssh uses it) "
+    "and set flodl_launch_forward_agent: false, or launch attached (flodl_launch_detach: false)"
+)
 
 
 def _shown(value: Any) -> str:
@@ -51,6 +58,9 @@ def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
     dedupe = values.get("flodl_prebuild_dedupe")
     if "prebuild" in active and dedupe is not None and parse_bool(dedupe) is None:
         problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}")
+    if "launch" in active and parse_bool(values.get("flodl_launch_detach", False)) is True \
+            and parse_bool(values.get("flodl_launch_forward_agent", False)) is True:
+        problems.append(DETACHED_AGENT)
     for name, phase, low, low_ok, what, example in NUMBERS:
         value = values.get(name)
         if phase not in active or value is None:

@@ -202,6 +202,23 @@ def device_count(worker: Mapping[str, Any], probed: Mapping[str, tuple[int, int]
     return count
 
 
+def too_few_ranks(cluster: Mapping[str, Any]) -> str | None:
+    """Before contact: a cluster whose explicit device lists add up to fewer than 2 ranks can never launch.
+
+    An ``all`` worker is counted at launch; with one, the total is not known yet and nothing is said.
+    """
+    workers = [w for w in cluster.get("workers") or [] if isinstance(w, Mapping)]
+    lists = [w.get("local_devices") for w in workers]
+    if not workers or not all(isinstance(d, list) for d in lists):
+        return None
+    total = sum(len(d) for d in lists)
+    if total >= 2:
+        return None
+    return (f"cluster: {total} rank(s) in total from the workers' flodl_local_devices; flodl's launcher needs at "
+            "least 2, so the launch would be refused after every build. Add a worker or a device, or run the "
+            "command without the cluster launcher")
+
+
 def populate_ranks(
     cluster: Mapping[str, Any], probed: Mapping[str, tuple[int, int]] | None = None
 ) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
     cluster_from_inventory,
+    too_few_ranks,
     remote_workers,
     validate_cluster,
 )
@@ -304,6 +305,8 @@ def build_context(
     if lock_raw is not None and as_bool(lock_raw) is None:
         problems.append(f"controller: flodl_run_lock must be true or false, got {type(lock_raw).__name__}")
     problems += knob_problems(task_vars, templar, phases, prebuild)
+    if "launch" in phases:
+        problems += [p for p in [too_few_ranks(cluster)] if p]
     checkout_problem = absolute_path_problem(var(task_vars, templar, "flodl_project_dir"), "controller: flodl_project_dir",
                                              "the project checkout on the controller (the directory of fdl.yml)")
     problems += [checkout_problem] if checkout_problem else []

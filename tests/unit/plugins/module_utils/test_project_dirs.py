@@ -92,7 +92,7 @@ def test_an_escaping_link_in_the_checkout_is_refused(escaping, tmp_path):
 def _context_vars(controller_path, checkout):
     return {
         "groups": {"all": ["h2"], "flodl_workers": ["h2"]},
-        "hostvars": {"h2": {"flodl_path": "/srv/proj", "flodl_local_devices": [0], "flodl_arch": "precompiled/cu128",
+        "hostvars": {"h2": {"flodl_path": "/srv/proj", "flodl_local_devices": [0, 1], "flodl_arch": "precompiled/cu128",
                             "flodl_nccl_socket_ifname": ""}},
         "inventory_hostname": "h2", "ansible_play_hosts_all": ["h2"],
         "flodl_controller_host": "10.0.0.1", "flodl_controller_path": str(controller_path),

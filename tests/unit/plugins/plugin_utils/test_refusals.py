@@ -137,3 +137,21 @@ def test_a_nul_in_a_run_level_variable_is_refused_without_showing_it(name, value
     found = [p for p in exc.problems if p.startswith(f"controller: {name} contains a NUL")]
     assert len(found) == 1 and len([p for p in exc.problems if name in p]) == 1, exc.problems
     assert "\x00" not in " ".join(exc.problems)
+
+
+def test_one_rank_in_all_is_refused_before_contact_for_a_launch():
+    one = task_vars()
+    one["groups"]["flodl_workers"] = ["h1"]
+    problems = refused(one).problems
+    assert any(p.startswith("cluster: 1 rank(s) in total") and "needs at least 2" in p for p in problems), problems
+    # preflight alone is fine, and an `all` worker is only counted at launch
+    assert build_context(one, None, ["preflight"])
+    one["hostvars"]["h1"]["flodl_local_devices"] = "all"
+    assert build_context(one, None, list(ALL))
+
+
+def test_a_detached_run_cannot_ride_a_forwarded_agent():
+    problems = knob_problems({"flodl_launch_detach": "true", "flodl_launch_forward_agent": True}, ["launch"], True)
+    assert len(problems) == 1 and "outlives this job" in problems[0] and "flodl_launch_forward_agent: false" in problems[0]
+    assert knob_problems({"flodl_launch_detach": True, "flodl_launch_forward_agent": "false"}, ["launch"], True) == []
+    assert knob_problems({"flodl_launch_detach": True, "flodl_launch_forward_agent": True}, ["preflight"], True) == []
