@@ -290,7 +290,7 @@ def run_topology(installed: Path, tmp_path: Path, extra_vars: dict[str, Any]) ->
     inventory.write_text(yaml.safe_dump({"all": {
         "vars": {"flodl_controller_host": "127.0.0.1", "flodl_controller_path": str(tmp_path)},
         "children": {"flodl_workers": {"hosts": {"gpu-a": {
-            "flodl_path": str(tmp_path), "flodl_local_devices": [0], "flodl_arch": "precompiled/cu128"}}}},
+            "flodl_path": str(tmp_path), "flodl_local_devices": [0, 1], "flodl_arch": "precompiled/cu128"}}}},
     }}))
     playbook = tmp_path / "validate.yml"
     playbook.write_text(yaml.safe_dump([{
@@ -354,6 +354,22 @@ def test_train_job_template_settings() -> None:
         assert (AWX / "project" / template["playbook"]).is_file()
         assert template["allow_simultaneous"] is False and template["job_slice_count"] == 1
         assert set(template["credentials"]) == {c["name"] for c in awx_tasks("credential")}
+
+
+def test_the_detached_workflow_chains_start_status_and_teardown() -> None:
+    templates = {t["name"]: t for t in awx_tasks("job_template")}
+    (workflow,) = awx_tasks("workflow_job_template")
+    nodes = {n["identifier"]: n for n in workflow["workflow_nodes"]}
+    assert all(n["unified_job_template"]["name"] in templates for n in nodes.values())
+    start = templates[nodes["start"]["unified_job_template"]["name"]]
+    # A detached run outlives the job: it must not ride the job's forwarded agent (refused before contact).
+    assert start["extra_vars"] == {"flodl_launch_detach": True, "flodl_launch_forward_agent": False}
+    assert nodes["start"]["related"]["success_nodes"] == [{"identifier": "status"}]
+    status = templates[nodes["status"]["unified_job_template"]["name"]]
+    assert status["playbook"] == "status.yml" and status["ask_variables_on_launch"] is True
+    assert nodes["status"]["related"]["always_nodes"] == [{"identifier": "teardown"}]
+    assert templates[nodes["teardown"]["unified_job_template"]["name"]]["playbook"] == "teardown.yml"
+    assert "flodl_status_wait_seconds" in workflow["extra_vars"]
 
 
 def test_inventory_source_uses_the_fdl_cluster_plugin() -> None:
