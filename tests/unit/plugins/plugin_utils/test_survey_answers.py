@@ -41,6 +41,7 @@ def controller_env(monkeypatch):
     monkeypatch.setenv("FLODL_HOST_NAME", "ctl")
     monkeypatch.delenv("FLODL_NET_TIMEOUT_SCALE", raising=False)
 
+
 SURVEY = json.loads((Path(__file__).resolve().parents[4] / "examples" / "awx" / "survey.json").read_text())
 # A valid answer for questions whose default is blank.
 EXAMPLES = {"flodl_cmd": "train", "flodl_fdl_env": "lab", "flodl_launch_command": "cargo run --release --bin train"}
@@ -68,7 +69,7 @@ REFUSED = {("flodl_cmd", ""), ("flodl_prebuild", ""),
            ("flodl_prebuild", "maybe")}
 
 
-@pytest.mark.parametrize("name,answer", list(answers()), ids=lambda v: repr(v))
+@pytest.mark.parametrize("name,answer", list(answers()), ids=repr)
 def test_every_survey_answer_as_a_string_is_accepted_or_refused_naming_the_field(name, answer):
     assert isinstance(answer, str)
     tv = task_vars(**{name: answer})
