@@ -3,12 +3,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What Ansible's own flags mean for a run: ``-v`` and ``become``.
 
-``-v``: flodl's log level (``FLODL_VERBOSITY``) for the launched command. flodl reads
-``FLODL_VERBOSITY`` as ``0``-``4`` or ``quiet``/``normal``/``verbose``/``debug``/``trace``
-(``normal`` when unset), and its launcher forwards the value to every remote rank. ``fdl -v``,
-``-vv`` and ``-vvv`` mean ``verbose``, ``debug`` and ``trace``; ``ansible-playbook -v`` (an AWX job template's
-verbosity) means the same here. A value the operator set wins: in the controller's environment or in
-the cluster's ``env``.
+``-v``: flodl's log level (``FLODL_VERBOSITY``) for the launched command. flodl reads the variable as
+``0``-``4`` or ``quiet``/``normal``/``verbose``/``debug``/``trace`` (``normal`` when unset), and its
+launcher forwards the value to every remote rank. ``fdl -v``, ``-vv`` and ``-vvv`` mean ``verbose``,
+``debug`` and ``trace``; ``ansible-playbook -v`` (an AWX job template's verbosity) means the same here.
+A value the operator set wins: in the controller's environment or in the cluster's ``env``.
+
+``become``: refused by the steps that run on the controller and reach the workers over their own ssh.
 """
 from __future__ import annotations
 
