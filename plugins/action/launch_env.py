@@ -10,9 +10,11 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
@@ -90,9 +92,13 @@ class ActionModule(ActionBase):
             container_root=args["container_root"], envelope_text=envelope_text, testing=bool(testing),
             guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir)
         try:
-            plan = le.prepare_launch(inputs)
+            # One render, measured: the env registered for the launch command is the one checked here.
+            plan, fitted = render_checked(inputs, le.system_resolver, inherited=os.environ, arg_max=default_arg_max())
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
+        if fitted.problems:
+            return fail_result(result, [p.text() for p in fitted.problems],
+                               "the launch environment would not fit; nothing was started")
         refused = le.remote_compose_problem(remote, plan.command)
         if refused:
             return fail_result(result, [refused])
