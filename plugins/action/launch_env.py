@@ -11,6 +11,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
+from ansible_collections.flodl.cluster.plugins.module_utils.lookups import bounded_resolver
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
@@ -93,7 +94,9 @@ class ActionModule(ActionBase):
             guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir)
         try:
             # One render, measured: the env registered for the launch command is the one checked here.
-            plan, fitted = render_checked(inputs, le.system_resolver, inherited=os.environ, arg_max=default_arg_max())
+            # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS): no name costs a DNS timeout.
+            resolver = bounded_resolver(inputs.cluster, le.system_resolver)
+            plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max())
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         if fitted.problems:
