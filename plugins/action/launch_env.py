@@ -108,7 +108,8 @@ class ActionModule(ActionBase):
         warnings = list(plan.warnings)
         changed = launch_io.apply_overlay(plan, ctx.project_dir, check, warnings)
         fields = plan_fields(plan, envelope_text=envelope_text, envelope_source=envelope_source, log_dir=log_dir,
-                             check=check, guard=guard, inventory_names=ctx.inventory_names)
+                             check=check, guard=guard, inventory_names=ctx.inventory_names,
+                             verbose=display.verbosity >= 1)
         if args["show_plan"]:
             display.display("\n".join(fields["plan"]))
         for warning in warnings:
