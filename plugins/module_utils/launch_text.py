@@ -39,7 +39,7 @@ def plan_lines(
         lines.append(f"  recursion guard: {guard}")
         return lines
     if not full and not verbose:
-        return lines + summary_lines(plan, env, envelope_text, inventory_names or {})
+        return lines + summary_lines(plan, env, envelope_text, inventory_names or {}, secret)
     lines.append("  environment added to the controller's own:")
     for name in sorted(env):
         value = env[name]
@@ -107,9 +107,10 @@ def worker_line(worker: Mapping[str, Any], inventory_names: Mapping[str, str], b
 
 
 def summary_lines(plan: le.LaunchPlan, env: Mapping[str, str], envelope_text: str | None,
-                  inventory_names: Mapping[str, str]) -> list[str]:
+                  inventory_names: Mapping[str, str], secret: bool = False) -> list[str]:
     """Each added variable with its value when short (its size otherwise), then one line per worker."""
-    lines = ["  environment added to the controller's own (values by size; -v shows the decoded topology):"]
+    note = ", join token redacted" if secret else ""
+    lines = [f"  environment added to the controller's own (values by size; -v shows the decoded topology{note}):"]
     for name in sorted(env):
         value = env[name]
         short = len(value) <= SHORT_VALUE and name not in le.SECRET_VARS

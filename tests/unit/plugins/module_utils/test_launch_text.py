@@ -140,3 +140,4 @@ def test_the_summary_never_shows_the_join_token():
     token = "ab" * 16
     fields = _fields(_big_plan(3, token))
     assert token not in "\n".join(fields["plan"]) and token.encode().hex() not in "\n".join(fields["plan"])
+    assert "join token redacted" in fields["plan"][4]
