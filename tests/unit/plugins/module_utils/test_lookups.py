@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import lookups
 
+
 @pytest.fixture()
 def never():
     """Set at teardown: releases the stub's blocked threads."""
@@ -32,12 +33,10 @@ def _stub(answers: dict[str, list[str]], calls: list[str], never: threading.Even
 
 
 def _cluster(workers: int) -> dict:
-    return {
-        "controller": {"host": "ctl.example", "port": 1337, "path": "/opt/proj"},
-        "workers": [{"host": (f"w{i}-hang" if i % 3 == 0 else f"w{i}"), "local_devices": [0],
-                     "nccl_socket_ifname": "eth0", "path": "/srv/proj"} for i in range(workers)]
-                   + [{"host": "10.0.0.9", "local_devices": [0], "nccl_socket_ifname": "eth0", "path": "/srv/proj"}],
-    }
+    named = [{"host": (f"w{i}-hang" if i % 3 == 0 else f"w{i}"), "local_devices": [0],
+              "nccl_socket_ifname": "eth0", "path": "/srv/proj"} for i in range(workers)]
+    literal = {"host": "10.0.0.9", "local_devices": [0], "nccl_socket_ifname": "eth0", "path": "/srv/proj"}
+    return {"controller": {"host": "ctl.example", "port": 1337, "path": "/opt/proj"}, "workers": [*named, literal]}
 
 
 def test_32_workers_with_names_that_never_answer_cost_one_bounded_wait_and_are_warned(never):
