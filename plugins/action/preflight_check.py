@@ -11,7 +11,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight as 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
-from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
@@ -50,6 +50,10 @@ class ActionModule(ActionBase):
             if exc.per_host is None:
                 return fail_result(result, exc.problems)
             return self._refused(result, task_vars, exc)
+        # The launch environment this run renders, measured before any host (or build) is touched.
+        too_big = launch_precheck.size_problems(self, task_vars, ctx, phases)
+        if too_big:
+            return fail_result(result, too_big)
         # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
         _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if "launch" in phases else (False, None)
         if refusal:

@@ -9,6 +9,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 
 
@@ -37,6 +38,9 @@ class ActionModule(ActionBase):
             ctx = read_run(self, task_vars, args["phases"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
+        too_big = size_problems(self, task_vars, ctx, args["phases"])
+        if too_big:
+            return fail_result(result, too_big)
         locking, refusal = lock_for_action(self, task_vars, ctx.project_dir) if args["lock"] else (False, None)
         if refusal:
             return fail_result(result, [refusal], "the run lock was not taken; nothing was started")

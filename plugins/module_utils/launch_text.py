@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The launch plan as an operator reads it (``-v`` output and check mode)."""
+"""The launch plan as an operator reads it: a summary by default, the whole plan with ``-v`` and in check mode."""
 from __future__ import annotations
 
 import json
@@ -23,10 +23,13 @@ def plan_lines(
     guard: str | None,
     shown_json: str | None,
     secret: bool,
+    verbose: bool = True,
+    inventory_names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Command, cwd, log, every added variable and the decoded topology; secrets withheld.
 
-    ``full`` (check mode) prints long values whole; otherwise they are cut.
+    ``full`` (check mode) prints long values whole; otherwise they are cut. Neither ``full`` nor
+    ``verbose`` (``-v``): :func:`summary_lines`, whose length grows by one line per worker.
     """
     lines = ["flodl launch plan" + (" (check mode: nothing runs, nothing is written)" if full else "")]
     lines.append(f"  command : {plan.command}")
@@ -35,6 +38,8 @@ def plan_lines(
     if guard:
         lines.append(f"  recursion guard: {guard}")
         return lines
+    if not full and not verbose:
+        return lines + summary_lines(plan, env, envelope_text, inventory_names or {}, secret)
     lines.append("  environment added to the controller's own:")
     for name in sorted(env):
         value = env[name]
@@ -55,6 +60,67 @@ def plan_lines(
     if plan.overlay_path:
         lines.append(f"  compose overlay {plan.overlay_path}:")
         lines += [f"    {line}" for line in (plan.overlay or "").splitlines()]
+    return lines
+
+
+SHORT_VALUE = 96  # a value up to this long is shown in the summary; a longer one by its size
+
+
+def ranks_text(ranks: Any) -> str:
+    """``0-3`` for a run of consecutive ranks, else the list; ``none`` for an orchestrator-only entry."""
+    if not isinstance(ranks, list) or not ranks:
+        return "none"
+    if all(isinstance(r, int) for r in ranks) and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        return str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(str(r) for r in ranks)
+
+
+def _size_text(name: str, value: str) -> str:
+    """``NAME=value`` and its NUL, as exec counts it (launch_size.entry_bytes)."""
+    kind = ", hex-encoded JSON" if name in le.SECRET_VARS else ""
+    return f"<{len(name) + len(value.encode('utf-8', 'surrogateescape')) + 2} bytes{kind}>"
+
+
+def worker_line(worker: Mapping[str, Any], inventory_names: Mapping[str, str], built: Mapping[str, Any]) -> str:
+    """One worker of the launched topology on one line: where it runs, its ranks, how it is reached."""
+    host = str(worker.get("host"))
+    name = inventory_names.get(host, host)
+    label = host if name == host else f"{name} (host {host})"
+    devices = worker.get("local_devices")
+    parts = [f"ranks {ranks_text(worker.get('ranks'))}",
+             f"devices {devices if devices == 'all' else ranks_text(devices)}"]
+    ssh = worker.get("ssh")
+    if isinstance(ssh, Mapping):
+        where = str(ssh.get("target") or host)
+        if ssh.get("user"):
+            where = f"{ssh['user']}@{where}"
+        if ssh.get("port"):
+            where = f"{where}:{ssh['port']}"
+        options = ssh.get("options") or []
+        parts.append(f"ssh {where}" + (f" ({len(options)} option(s))" if options else ""))
+    else:
+        parts.append("no ssh")
+    entry = built.get(host)
+    if isinstance(entry, Mapping) and entry.get("bin"):
+        parts.append(f"prebuilt {entry['bin']}")
+    return f"    {label}: " + ", ".join(parts)
+
+
+def summary_lines(plan: le.LaunchPlan, env: Mapping[str, str], envelope_text: str | None,
+                  inventory_names: Mapping[str, str], secret: bool = False) -> list[str]:
+    """Each added variable with its value when short (its size otherwise), then one line per worker."""
+    note = ", join token redacted" if secret else ""
+    lines = [f"  environment added to the controller's own (values by size; -v shows the decoded topology{note}):"]
+    for name in sorted(env):
+        value = env[name]
+        short = len(value) <= SHORT_VALUE and name not in le.SECRET_VARS
+        lines.append(f"    {name}={value}" if short else f"    {name}={_size_text(name, value)}")
+    if plan.overlay_path:
+        lines.append(f"  compose overlay {plan.overlay_path} (extra_hosts for {len(plan.extra_hosts)} host(s))")
+    workers = (plan.topology or {}).get("workers") or []
+    built = json.loads(envelope_text) if envelope_text else {}
+    lines.append(f"  workers ({len(workers)}):")
+    lines += [worker_line(w, inventory_names, built) for w in workers]
     return lines
 
 
@@ -104,6 +170,7 @@ def plan_fields(
     check: bool,
     guard: str | None,
     inventory_names: Mapping[str, str],
+    verbose: bool = True,
 ) -> dict[str, Any]:
     """The launch step's task result for a prepared plan: what runs, the printable plan, each worker's entry.
 
@@ -113,7 +180,8 @@ def plan_fields(
     shown = le.redacted_topology(plan.topology) if plan.topology else None
     shown_json = json.dumps(shown, indent=2, ensure_ascii=False) if secret and shown else plan.topology_json
     env = dict(plan.env)
-    lines = plan_lines(plan, env, envelope_text, envelope_source, log_dir, check, guard, shown_json, secret)
+    lines = plan_lines(plan, env, envelope_text, envelope_source, log_dir, check, guard, shown_json, secret,
+                       verbose=verbose, inventory_names=inventory_names)
     ranks = {str(w["host"]): w.get("ranks") for w in (plan.topology or {}).get("workers", [])}
     return {
         "command": plan.command, "cwd": plan.cwd, "env": env, "guarded": plan.guarded,

@@ -503,6 +503,15 @@ def summary_line(report: Mapping[str, Any]) -> str:
     return f"{label}: {report['status']}" + (f" — {detail}" if detail else "")
 
 
+# Order of the one line per host: what needs the operator first.
+_STATUS_ORDER = {STATUS_ERROR: 0, STATUS_UNREACHABLE: 1, STATUS_WARNING: 2, STATUS_OK: 3}
+
+
+def problems_first(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Errors, then unreachable hosts, then warnings, then the rest; each group in its own order."""
+    return sorted(reports, key=lambda r: _STATUS_ORDER.get(str(r.get("status")), 0))
+
+
 def host_problem_line(report: Mapping[str, Any], level: str = ERROR) -> str | None:
     """All of one host's errors (or warnings) as one line."""
     messages = report.get("errors" if level == ERROR else "warnings") or []
@@ -592,7 +601,7 @@ def run_report(
     ordered = [controller, *reports.values()]
     totals = collect(ordered)
     warnings = [*sweep_warnings, *totals["warnings"]]
-    summary = [summary_line(r) for r in ordered]
+    summary = [summary_line(r) for r in problems_first(ordered)]
     advisory = glibc_advisory(list(reports.values()))
     data: dict[str, Any] = {
         "ok": not totals["failed_hosts"], "check_mode": check, "controller_identity": controller_identity,

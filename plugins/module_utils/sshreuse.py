@@ -6,9 +6,12 @@
 With ``flodl_ssh_reuse`` on (the default) in a play that launches, the preflight probe
 opens each worker's ssh as a master (``ControlMaster=auto``) whose socket lives in a
 private 0700 directory made for this run; the launch topology gives each worker's
-``ssh.options`` the same three options, so the launcher's ssh (its orphan cleanup and its
-fan-out) rides the open connection instead of a new handshake. ``ControlPersist`` bounds
-an idle master; the launch step closes every master when the launcher exits, and a watcher
+``ssh.options`` only ``ControlPath``: with ``ControlMaster`` at ssh's default (``no``), a
+client whose ControlPath names a live master rides it, and connects normally when the
+socket is gone. So the launcher's ssh (its orphan cleanup and its fan-out) reuses the
+probe's connection, and the topology grows by one option per worker (it travels in one
+size-limited environment string). ``ControlPersist`` bounds an idle master; the launch
+step closes every master when the launcher exits, and a watcher
 (plugin_utils.sshreuse_watch) does when the run ends before that.
 
 A worker whose own options already set ``ControlMaster`` or ``ControlPath`` is left alone
@@ -30,9 +33,18 @@ MAX_DIR_LEN = 104 - 1 - 40 - 1
 DIR_PREFIX = "flodl-ssh-"
 
 
+def control_path(control_dir: str) -> str:
+    return f"ControlPath={control_dir.rstrip('/')}/%C"
+
+
 def reuse_options(control_dir: str) -> list[str]:
-    """The ``-o`` values that open (or join) this run's master connection to a worker."""
-    return ["ControlMaster=auto", f"ControlPath={control_dir.rstrip('/')}/%C", f"ControlPersist={PERSIST_SECONDS}"]
+    """The probe's ``-o`` values: open (or join) this run's master connection to a worker."""
+    return ["ControlMaster=auto", control_path(control_dir), f"ControlPersist={PERSIST_SECONDS}"]
+
+
+def client_options(control_dir: str) -> list[str]:
+    """The launcher's ``-o`` values: ride the master when it is there, else connect as usual."""
+    return [control_path(control_dir)]
 
 
 def dir_fits(control_dir: str) -> bool:
@@ -46,22 +58,26 @@ def shares(worker: Mapping[str, Any]) -> bool:
     return not uses_control_master(options)
 
 
-def with_reuse(worker: Mapping[str, Any], control_dir: str | None) -> Mapping[str, Any]:
-    """The worker with this run's sharing options appended to ``ssh.options`` (a copy); as is without a dir."""
+def with_reuse(worker: Mapping[str, Any], control_dir: str | None, *, client: bool = False) -> Mapping[str, Any]:
+    """The worker with this run's sharing options appended to ``ssh.options`` (a copy); as is without a dir.
+
+    ``client``: only what a client of the master needs (the launch topology), not what opens one (the probe).
+    """
     if not control_dir or not shares(worker):
         return worker
     out = copy.deepcopy(dict(worker))
     ssh = dict(out.get("ssh") or {})
-    ssh["options"] = [*(ssh.get("options") or []), *reuse_options(control_dir)]
+    added = client_options(control_dir) if client else reuse_options(control_dir)
+    ssh["options"] = [*(ssh.get("options") or []), *added]
     out["ssh"] = ssh
     return out
 
 
 def cluster_with_reuse(cluster: Mapping[str, Any], control_dir: str | None, skip: frozenset[str] = frozenset()) -> Any:
-    """The cluster with every remote worker's options extended (``skip``: the controller's own box)."""
+    """The launch topology with every remote worker's client option added (``skip``: the controller's own box)."""
     if not control_dir:
         return cluster
     out = dict(cluster)
-    out["workers"] = [w if str(w.get("host")) in skip else with_reuse(w, control_dir)
+    out["workers"] = [w if str(w.get("host")) in skip else with_reuse(w, control_dir, client=True)
                       for w in cluster.get("workers") or []]
     return out

@@ -712,7 +712,9 @@ def _summary(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]], *, check: boo
         f"{plan.mode} prebuild of --bin {plan.cmd} for {len(hosts)} remote host(s): "
         f"{builds} build(s), dedupe {'on' if plan.dedupe else 'off'}"
     ]
-    for host, entry in hosts.items():
+    # One line per host, the ones that cannot build or failed first.
+    ok = ("built", "up to date", "linked", "would build", "would link")
+    for host, entry in sorted(hosts.items(), key=lambda item: item[1].get("status", "planned") in ok):
         head = f"{host} [{entry.get('arch') or 'no flodl_arch'}]"
         status = entry.get("status", "planned")
         if check:

@@ -32,7 +32,14 @@ description:
     service (O(launch_docker), default C(flodl_controller_docker)) a C(run:) line becomes
     C(docker compose run --rm <service> bash -c '<line>') and the cargo command fdl-cli's entry wrapping,
     C(docker compose run --rm -e FDL_PROJECT_ROOT=/workspace <service> bash -c 'cd /workspace/<dir> && ... ').
-  - Prints the plan (command, cwd, variables, decoded topology, envelope, overlay). In check mode the plan shows
+  - Measures every added variable as it will be exported (C(NAME=value) and its NUL against the kernel's 131072-byte
+    limit, the whole environment against C(ARG_MAX)). A topology variable whose pretty JSON is over the limit is
+    shipped as compact JSON when that fits (with a warning); otherwise the step fails and nothing is started. The
+    variables returned in C(env) are the ones measured.
+  - Looks up C(flodl_controller_host) and every worker's C(flodl_host) at once, waiting 2 seconds in total; a name
+    without an answer by then is treated as unresolved, with a warning.
+  - Prints the plan. Without C(-v), a summary (command, cwd, log, each variable with its value or its size, one line
+    per worker); with C(-v) also the decoded topology, the envelope and the overlay. In check mode the plan shows
     every value in full and nothing is written.
 options:
   preflight:
@@ -116,7 +123,9 @@ topology:
   returned: success unless guarded
   type: dict
 topology_json:
-  description: The exact pretty JSON text that was hex-encoded.
+  description:
+    - The topology's pretty JSON text, as fdl-cli renders it (C(env) holds its compact form instead when the pretty
+      one would be over the kernel's limit for one environment string).
   returned: success unless guarded
   type: str
 prebuild_envelope:
@@ -153,7 +162,7 @@ launch_warnings:
 ssh_control_dir:
   description:
     - The directory of the ssh master connections the preflight probe left for this run (C(flodl_ssh_reuse), on by
-      default), whose options were added to each remote worker's C(ssh.options) in the topology; null when the
+      default), whose C(ControlPath) was added to each remote worker's C(ssh.options) in the topology; null when the
       connections are not shared. Hand it to M(flodl.cluster.run_launcher), which closes them.
   returned: success
   type: str

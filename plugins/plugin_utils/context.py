@@ -40,7 +40,6 @@ from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     absolute_path_problem,
     cargo_bin_problem,
-    MAX_ARG_STRLEN,
     default_arg_max,
     env_size_problems,
     parse_bool,
@@ -497,24 +496,16 @@ def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: R
 
 
 def env_problems(cluster: Mapping[str, Any]) -> list[str]:
-    """Environments that exec would refuse (E2BIG), found now instead of after every build.
+    """Rank environments that exec would refuse (E2BIG), found now instead of after every build.
 
-    The topology travels hex-encoded in one variable, so every env value counts twice there.
+    The launch environment itself (the topology's variables) is measured on its rendered bytes by
+    plugin_utils.launch_precheck, in a play that launches.
     """
     arg_max = default_arg_max()
     problems = env_size_problems(_str_env(cluster.get("env")), "cluster: flodl_cluster_env", arg_max=arg_max)
     for worker in cluster.get("workers") or []:
         problems += env_size_problems(_str_env(worker.get("env")), f"host {worker.get('host')}: flodl_env",
                                       arg_max=arg_max)
-    if not problems:
-        hexed = 2 * len(json.dumps(plain(cluster), ensure_ascii=False).encode("utf-8"))
-        if hexed > MAX_ARG_STRLEN:
-            problems.append(
-                f"cluster: the topology would be about {hexed} bytes once hex-encoded for "
-                f"FLODL_INTERNAL_FULL_CLUSTER_JSON, over the kernel's {MAX_ARG_STRLEN}-byte limit for one "
-                "environment variable: the launch would fail with E2BIG; shrink the flodl_env/flodl_cluster_env "
-                "values (pass large data as files on the shared mount)"
-            )
     return problems
 
 

@@ -153,14 +153,18 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
 
 def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]], host_user: str | None,
                   docker_service: str | None, container_root: str, envelope_text: str | None, testing: bool,
-                  guarded: bool, ssh_reuse_dir: str | None = None, ansible_verbosity: int = 0) -> le.LaunchInputs:
-    """Everything the launch environment depends on, read from the run model and this machine."""
+                  guarded: bool, ssh_reuse_dir: str | None = None, ansible_verbosity: int = 0,
+                  local_counts: tuple[int, int] | None = None) -> le.LaunchInputs:
+    """Everything the launch environment depends on, read from the run model and this machine.
+
+    ``local_counts`` stands in for this box's GPU count (the check before contact does not run the probe).
+    """
     return le.LaunchInputs(
         cluster=ctx.cluster, project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
         gpu_counts=gpu_counts, controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
         launch_command=ctx.launch_command, docker_service=docker_service, container_root=container_root,
         prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale, testing_cluster=testing,
-        local_gpu_counts=local_gpu_counts() if testing and not guarded else None,
+        local_gpu_counts=local_counts or (local_gpu_counts() if testing and not guarded else None),
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
         ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run,

@@ -29,9 +29,26 @@ def enabled(task_vars: Any, templar: Any) -> bool:
     return as_bool(var(task_vars, templar, REUSE_VAR, True)) is not False
 
 
+# mkdtemp's random part is 8 characters: the directory's length is known before it is made.
+_RANDOM_CHARS = 8
+
+
+def _bases() -> tuple[str, ...]:
+    return (tempfile.gettempdir(), "/tmp")
+
+
+def expected_dir() -> str | None:
+    """A stand-in of the length :func:`make_dir` will give (the launch environment is sized before contact)."""
+    for base in _bases():
+        path = os.path.join(base, sshreuse.DIR_PREFIX + "x" * _RANDOM_CHARS)
+        if sshreuse.dir_fits(path):
+            return path
+    return None
+
+
 def make_dir() -> str | None:
     """A new 0700 directory for this run's sockets, short enough for a socket path; None when none fits."""
-    for base in (tempfile.gettempdir(), "/tmp"):
+    for base in _bases():
         try:
             path = tempfile.mkdtemp(prefix=sshreuse.DIR_PREFIX, dir=base)  # mode 0700, owned by us
         except OSError:
@@ -50,21 +67,26 @@ def close_masters(control_dir: str | None, timeout: float = 10.0) -> int:
     return close_masters_in(control_dir, sshreuse.DIR_PREFIX, timeout)
 
 
-def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> str | None:
-    """This run's master-connection directory, when the launcher on this box will follow the probe."""
+def reuse_wanted(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> bool:
+    """Whether the launcher on this box will follow the probe and ride its master connections."""
     if "launch" not in phases or action._task.check_mode or not ctx.remotes:
-        return None
+        return False
     if not enabled(task_vars, action._templar) or le.recursion_guard(os.environ) is not None:
-        return None
+        return False
     if ctx.launch_command:
         in_container = le.is_compose_command(ctx.launch_command)
     else:
         try:
             in_container = launch_docker(None, task_vars, action._templar, ctx) is not None
         except TopologyError:
-            return None  # the launch phase reports it
+            return False  # the launch phase reports it
     # A launcher inside a container sees no socket of this controller.
-    return None if in_container else make_dir()
+    return not in_container
+
+
+def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> str | None:
+    """This run's master-connection directory, when the launcher on this box will follow the probe."""
+    return make_dir() if reuse_wanted(action, task_vars, ctx, phases) else None
 
 
 def masters_for_launch(action: Any, task_vars: Any, preflight: Any, guarded: bool) -> str | None:

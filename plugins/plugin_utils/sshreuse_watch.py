@@ -22,7 +22,8 @@ POLL_SECONDS = 0.5
 def close_masters_in(control_dir: str | None, prefix: str, timeout: float = 10.0) -> int:
     """``ssh -O exit`` every master whose socket is in the run's directory, then remove it; the count closed.
 
-    Only a directory named with ``prefix`` (one this collection made) is touched.
+    Only a directory named with ``prefix`` (one this collection made) is touched. ``timeout`` bounds the whole
+    wait, however many masters there are.
     """
     if not control_dir or not os.path.isdir(control_dir) or not os.path.basename(
             control_dir.rstrip("/")).startswith(prefix):
@@ -37,9 +38,10 @@ def close_masters_in(control_dir: str | None, prefix: str, timeout: float = 10.0
         except OSError:
             continue
     closed = 0
+    deadline = time.monotonic() + timeout  # one wait for all of them, not one per master
     for proc in procs:
         try:
-            closed += proc.wait(timeout=timeout) == 0
+            closed += proc.wait(timeout=max(0.0, deadline - time.monotonic())) == 0
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

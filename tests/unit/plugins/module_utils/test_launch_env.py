@@ -614,7 +614,8 @@ def test_guarded_run_sets_nothing_and_forwards_nothing():
 # ---------------------------------------------------------------- connection reuse (issue 12)
 
 DIR = "/tmp/flodl-ssh-abc123"
-OPTS = ["ControlMaster=auto", "ControlPath=/tmp/flodl-ssh-abc123/%C", "ControlPersist=120"]
+OPTS = ["ControlMaster=auto", "ControlPath=/tmp/flodl-ssh-abc123/%C", "ControlPersist=120"]  # the probe's
+CLIENT = ["ControlPath=/tmp/flodl-ssh-abc123/%C"]  # the topology's: a client rides a live master (issue 19)
 
 
 def _plan(reuse_dir, **extra):
@@ -633,12 +634,12 @@ def test_reuse_off_leaves_the_topology_bytes_exactly_as_without_the_feature(off)
     assert plan.env["FLODL_INTERNAL_FULL_CLUSTER_JSON"] == EXPECTED_JSON.encode().hex()
 
 
-def test_reuse_on_appends_the_three_options_to_every_remote_worker_and_nothing_else():
+def test_reuse_on_appends_only_the_control_path_to_every_remote_worker_and_nothing_else():
     plan = _plan(DIR)
     got, want = json.loads(plan.topology_json), json.loads(EXPECTED_JSON)
-    assert got["workers"][0]["ssh"] == {"options": OPTS}
-    assert got["workers"][1]["ssh"]["options"] == OPTS
-    assert got["workers"][2]["ssh"]["options"] == ["ConnectTimeout=3", *OPTS]
+    assert got["workers"][0]["ssh"] == {"options": CLIENT}
+    assert got["workers"][1]["ssh"]["options"] == CLIENT
+    assert got["workers"][2]["ssh"]["options"] == ["ConnectTimeout=3", *CLIENT]
     for g, w in zip(got["workers"], want["workers"]):
         g.pop("ssh"), w.pop("ssh", None)
         assert g == w
@@ -649,7 +650,7 @@ def test_reuse_skips_the_controllers_own_worker_and_a_compose_launch():
     plan = _plan(DIR, controller_identity="gpu-a")
     assert "ssh" not in json.loads(plan.topology_json)["workers"][0]
     compose = _plan(DIR, docker_service="cuda")
-    assert "ControlMaster=auto" not in compose.topology_json
+    assert "ControlPath=" not in compose.topology_json
 
 
 @pytest.mark.parametrize("own", [["ControlMaster=no"], ["controlpath=/home/u/.ssh/cm-%C"]])
@@ -667,12 +668,15 @@ def test_with_reuse_copies_and_none_dir_is_identity():
 
 
 def test_probe_and_launcher_reach_the_same_socket():
-    worker = sshreuse.with_reuse({"host": "w", "ssh": {"user": "u", "port": 2222, "target": "10.0.0.9"}}, DIR)
-    probe, launch = probe_argv(worker, "true"), launcher_argv(worker, "true")
-    for argv in (probe, launch):
-        for opt in OPTS:
+    base = {"host": "w", "ssh": {"user": "u", "port": 2222, "target": "10.0.0.9"}}
+    probe = probe_argv(sshreuse.with_reuse(base, DIR), "true")
+    launch = launcher_argv(sshreuse.with_reuse(base, DIR, client=True), "true")
+    for argv, opts in ((probe, OPTS), (launch, CLIENT)):
+        for opt in opts:
             assert argv[argv.index(opt) - 1] == "-o"
         assert argv[-2] == "10.0.0.9" and "2222" in argv and "u" in argv
+    # The launcher's ssh never opens a master of its own (ControlMaster stays at ssh's default, no).
+    assert not any(a.startswith(("ControlMaster", "ControlPersist")) for a in launch)
 
 
 def test_directory_length_bound():

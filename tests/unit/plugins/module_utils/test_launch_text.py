@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields, plan_fields
 
 LOG = "/p/target/cluster/logs/launch-1.log"
@@ -80,3 +82,62 @@ def test_plan_fields_never_show_the_join_token():
     assert fields["topology_redacted"] is True
     assert token not in json.dumps({k: v for k, v in fields.items() if k != "env"})
     assert token not in "\n".join(fields["plan"])
+
+
+# ---------------------------------------------------------------- the summary (issue 19, item 3)
+
+
+def _big_plan(workers: int, token: str | None = None):
+    from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+
+    cluster = {
+        "controller": {"host": "10.0.0.1", "port": 1337, "path": "/opt/proj"},
+        "workers": [{"host": f"w{i}", "path": "/opt/proj", "local_devices": [0, 1], "nccl_socket_ifname": "eth0",
+                     "ssh": {"target": f"10.0.1.{i}", "user": "alice", "port": 2222, "options": ["A=1"]}}
+                    for i in range(workers)],
+    }
+    if token:
+        cluster["controller"]["join"] = {"min_rank_start": 2, "token": token}
+    return le.prepare_launch(le.LaunchInputs(cluster=cluster, project_root="/opt/proj", cmd="train", host_user="u",
+                                             local_gpu_counts=(1, 0)), lambda host: [])
+
+
+def _fields(plan, *, check=False, verbose=False, envelope=None):
+    return plan_fields(plan, envelope_text=envelope, envelope_source="the prebuild step" if envelope else None,
+                       log_dir="/l", check=check, guard=None, inventory_names={"w1": "inv-w1"}, verbose=verbose)
+
+
+@pytest.mark.parametrize("workers", [2, 40, 200])
+def test_the_summary_grows_by_one_line_per_worker_and_shows_sizes_not_hex(workers):
+    plan = _big_plan(workers)
+    lines = _fields(plan)["plan"]
+    fixed = len(_fields(_big_plan(2))["plan"]) - 2
+    assert len(lines) == fixed + workers
+    text = "\n".join(lines)
+    full = plan.env["FLODL_INTERNAL_FULL_CLUSTER_JSON"]
+    assert full[:64] not in text and '"host"' not in text  # no hex, no decoded topology
+    size = len("FLODL_INTERNAL_FULL_CLUSTER_JSON=") + len(full) + 1
+    assert f"    FLODL_INTERNAL_FULL_CLUSTER_JSON=<{size} bytes, hex-encoded JSON>" in lines
+    assert "    FLODL_INTERNAL_FDL_CMD=train" in lines  # short values are shown as they are
+    assert "    inv-w1 (host w1): ranks 2-3, devices 0-1, ssh alice@10.0.1.1:2222 (1 option(s))" in lines
+    assert lines[1] == f"  command : {plan.command}" and lines[3] == "  log     : /l/launch-<timestamp>.log"
+
+
+def test_the_summary_names_each_workers_prebuilt_binary_on_its_own_line():
+    lines = _fields(_big_plan(2), envelope='{"w0": {"bin": "target/cluster/w0/cpu/release/train"}}')["plan"]
+    assert "    w0: ranks 0-1, devices 0-1, ssh alice@10.0.1.0:2222 (1 option(s)), prebuilt " \
+           "target/cluster/w0/cpu/release/train" in lines
+
+
+def test_v_and_check_mode_show_the_decoded_topology():
+    plan = _big_plan(3)
+    for lines in (_fields(plan, verbose=True)["plan"], _fields(plan, check=True)["plan"]):
+        assert any(ln.startswith("  topology (FLODL_INTERNAL_FULL_CLUSTER_JSON, decoded") for ln in lines)
+        assert '          "host": "w2",' in lines
+
+
+def test_the_summary_never_shows_the_join_token():
+    token = "ab" * 16
+    fields = _fields(_big_plan(3, token))
+    assert token not in "\n".join(fields["plan"]) and token.encode().hex() not in "\n".join(fields["plan"])
+    assert "join token redacted" in fields["plan"][4]

@@ -540,7 +540,9 @@ def test_run_report_collects_every_failing_host_and_prints_the_summary() -> None
     assert data["warnings"][0] == "h3: could not resolve"
     assert data["failure"][0] == "flodl preflight failed on 1 host(s); nothing was built or launched:"
     assert lines[0] == "flodl preflight (2 worker(s) of the play, build arch x86_64)"
-    assert lines[1].startswith("  controller vm: ok") and lines[3].startswith("  h2: error")
+    # problems first: the failed host leads, then the rest in their order
+    assert lines[1].startswith("  h2: error") and lines[2].startswith("  controller vm: ok")
+    assert lines[3].startswith("  h1: ok")
     assert data["failure"][1] == "  h2: the declared data path /mnt/gone is missing"
     assert lines[-2:] == ["flodl preflight probes (check mode; the probe only reads):", "  h2: ssh h2 sh -c probe"]
 

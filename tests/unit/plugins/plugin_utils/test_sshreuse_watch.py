@@ -50,3 +50,21 @@ def test_only_a_directory_of_ours_is_touched(tmp_path):
     assert close_masters_in(str(other), PREFIX) == 0
     assert (other / "keep").exists()
     assert close_masters_in(None, PREFIX) == 0 and close_masters_in(str(tmp_path / "absent"), PREFIX) == 0
+
+
+def test_masters_that_never_answer_cost_one_wait_in_all(tmp_path, monkeypatch):
+    """``ssh -O exit`` that hangs: the timeout bounds the whole close, not each master (issue 19, item 4)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ssh"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    control = tmp_path / f"{PREFIX}run"
+    control.mkdir(mode=0o700)
+    for i in range(5):
+        (control / f"sock{i}").write_text("")
+    start = time.monotonic()
+    assert close_masters_in(str(control), PREFIX, timeout=0.5) == 0
+    assert time.monotonic() - start < 1.5  # five masters, one half-second wait (not 2.5 s)
+    assert not control.exists()
