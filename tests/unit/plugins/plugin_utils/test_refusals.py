@@ -31,9 +31,9 @@ def controller_env(monkeypatch):
     monkeypatch.delenv("FLODL_NET_TIMEOUT_SCALE", raising=False)
 
 
-def refused(tv, phases=ALL) -> TopologyError:
+def refused(tv, phases=None) -> TopologyError:
     with pytest.raises(TopologyError) as exc:
-        build_context(tv, None, phases)
+        build_context(tv, None, phases or ALL)
     return exc.value
 
 
