@@ -97,14 +97,14 @@ def make_dirs_under(root: str, rel: str, mode: int = 0o755) -> str:
     return current
 
 
-def write_dir_problems(checkout: str, controller_path: str, target_rels: Iterable[str] = ()) -> list[str]:
-    """``controller: ...`` problems for every written directory behind a link out of its root."""
+def write_dir_problems(checkout: str, target_rels: Iterable[str] = ()) -> list[str]:
+    """``controller: ...`` problems for every directory a run writes (lock, logs, envelope, builds: all under
+    the checkout) behind a link out of it. ``controller.path`` only holds the libtorch variants: nothing is
+    written there."""
     found: list[str | None] = []
     for rel in (TARGET_CLUSTER_REL, *target_rels):
         try:
             found.append(link_escape_problem(checkout, rel))
         except ValueError:
             continue  # a host or arch the validator refuses already
-    if controller_path and controller_path.rstrip("/") != checkout.rstrip("/"):
-        found.append(link_escape_problem(controller_path, TARGET_CLUSTER_REL))
     return [f"controller: {p}" for p in dict.fromkeys(found) if p]

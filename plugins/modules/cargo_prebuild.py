@@ -687,7 +687,7 @@ def _link_escapes(plan: PrebuildPlan, envelope_file: str) -> list[str]:
     found = [link_escape_problem(checkout, t.target_rel) for t in plan.targets if t.target_rel]
     if envelope_file:
         directory = os.path.dirname(envelope_file)
-        root = plan.project_root.rstrip("/") or "/"
+        root = checkout.rstrip("/") or "/"  # the envelope lives beside the target dirs
         if directory.startswith(root + "/"):
             found.append(link_escape_problem(root, directory[len(root) + 1:]))
     return list(dict.fromkeys(p for p in found if p))

@@ -364,7 +364,7 @@ def _write_dir_problems(task_vars: Mapping[str, Any], templar: Any, phases: list
     builds = prebuild and "prebuild" in phases
     rels = [target_subdir(str(w["host"]), w["arch"]) for w in cluster["workers"]
             if builds and w.get("host") != identity and isinstance(w.get("arch"), str) and w["arch"]]
-    return write_dir_problems(checkout, path if isinstance(path, str) else "", rels)
+    return write_dir_problems(checkout, rels)
 
 
 def _net_timeout_scale(task_vars: Mapping[str, Any], templar: Any, problems: list[str]) -> str | None:
