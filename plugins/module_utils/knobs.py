@@ -22,6 +22,8 @@ NUMBERS = (
     ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds a worker's probe may take", "30"),
     ("flodl_launch_output_batch_seconds", "launch", 0.0, True, "longest wait of an output line before it is shown",
      "2"),
+    ("flodl_launch_connect_timeout", "launch", 0.0, True,
+     "seconds the launcher's ssh may take to reach a worker (0: no bound, fdl-cli's topology bytes)", "10"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (

@@ -26,6 +26,7 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils.connect_bound import cluster_with_connect_bound
 from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import cluster_with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     cluster_json,
@@ -367,6 +368,7 @@ class LaunchInputs:
     libtorch: Mapping[str, str] = field(default_factory=dict)
     ssh_reuse_dir: str | None = None  # this run's master connections (module_utils.sshreuse); None: bytes as fdl's
     cmd_run: str | None = None  # the command's run: line (fdl-cli runs it from the project root)
+    connect_timeout: int = 0  # ConnectTimeout for the launcher's ssh to each worker (module_utils.connect_bound); 0: none
     verbosity: str | None = None  # FLODL_VERBOSITY from Ansible's -v (module_utils.ansible_flags); None: not added
 
 
@@ -440,8 +442,9 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     populated["controller"]["host"] = shipped
     root_seen = launcher_root(command, root, inputs.container_root)
     shipped_cluster = rewrite_identity_files(populated, root_seen)
+    own = frozenset({inputs.controller_identity}) if inputs.controller_identity else frozenset()
+    shipped_cluster = cluster_with_connect_bound(shipped_cluster, inputs.connect_timeout, own)
     if inputs.ssh_reuse_dir and not compose:  # a launcher in a container sees no socket of this box
-        own = frozenset({inputs.controller_identity}) if inputs.controller_identity else frozenset()
         shipped_cluster = cluster_with_reuse(shipped_cluster, inputs.ssh_reuse_dir, own)
     text = cluster_json(shipped_cluster)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import socket
@@ -23,6 +24,7 @@ import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
+from ansible_collections.flodl.cluster.plugins.module_utils.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_hostname
 from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     ENV_NET_TIMEOUT_SCALE,
@@ -136,6 +138,7 @@ class RunContext:
     launch_command: str | None
     project_dir: str = ""
     cmd_run: str | None = None  # the fdl command's run: line (flodl_cmd_run), run as fdl-cli runs it
+    connect_timeout: int = DEFAULT_CONNECT_SECONDS  # flodl_launch_connect_timeout, for the launcher's ssh
     play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
     inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
     warnings: list[str] = field(default_factory=list)
@@ -334,6 +337,8 @@ def build_context(
     fdl_env = var(task_vars, templar, "flodl_fdl_env")
     launch_command = var(task_vars, templar, "flodl_launch_command")
     cmd_run = var(task_vars, templar, "flodl_cmd_run")
+    connect_raw = var(task_vars, templar, "flodl_launch_connect_timeout")
+    connect = knobs.number(connect_raw) if connect_raw is not None and str(connect_raw).strip() else None
     project_dir = var(task_vars, templar, "flodl_project_dir") or cluster["controller"]["path"]
     return RunContext(
         cluster=cluster,
@@ -346,6 +351,7 @@ def build_context(
         build_host=build_host,
         launch_command=str(launch_command) if launch_command else None,
         cmd_run=str(cmd_run).strip() if cmd_run is not None and str(cmd_run).strip() else None,
+        connect_timeout=DEFAULT_CONNECT_SECONDS if connect is None else math.ceil(connect),
         project_dir=str(project_dir),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,

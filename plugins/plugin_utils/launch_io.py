@@ -167,7 +167,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
         local_gpu_counts=local_counts or (local_gpu_counts() if testing and not guarded else None),
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
-        ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run,
+        ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run, connect_timeout=ctx.connect_timeout,
         verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.get("env")),
     )
 
