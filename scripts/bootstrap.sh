@@ -64,7 +64,10 @@ make_venv() {
   log "venv $name on $python: $want"
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "$@"
+  # This machine's pip configuration names local package mirrors that may not exist; pip then warns
+  # "Location ... is ignored" once per package, which reads like a failure. Only those lines are dropped.
+  "$venv/bin/pip" install -q --disable-pip-version-check "$@" 2>&1 |
+    { grep -v "is ignored: it is neither a file nor a directory" || true; }
   echo "$want" > "$stamp"
 }
 
