@@ -73,8 +73,10 @@ def test_a_run_command_launches_in_its_service_with_fdl_clis_argv(installed_coll
     full = json.loads(bytes.fromhex(env["FLODL_INTERNAL_FULL_CLUSTER_JSON"]))
     testing = json.loads(bytes.fromhex(env["FLODL_TESTING_CLUSTER_JSON"]))
     # E12: the own worker's block stays, rewritten as the container sees the project (as for any worker) ...
+    # (the remote worker also gets the launcher's connect bound; the own box is never reached over ssh)
     assert [w.get("ssh") for w in full["workers"]] == [
-        {"identity_file": "/workspace/.ssh/rel_key"}, {"identity_file": "/workspace/.ssh/w_key"}]
+        {"identity_file": "/workspace/.ssh/rel_key"},
+        {"identity_file": "/workspace/.ssh/w_key", "options": ["ConnectTimeout=10"]}]
     # ... and as declared in the testing JSON, as every worker there
     assert [w.get("ssh") for w in testing["workers"]] == [
         {"identity_file": ".ssh/rel_key"}, {"identity_file": ".ssh/w_key"}]
