@@ -57,7 +57,8 @@ class ActionModule(ActionBase):
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         bins = {h: b for h, b in live_binaries(ctx).items() if ctx.in_play({"host": h})}
         workers = {w["host"]: w for w in ctx.remotes}
-        jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir)
+        jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir,
+                               connect_timeout=ctx.connect_timeout)
                 for h, b in bins.items()}
         per_host = {}
         for host, res in run_parallel(jobs).items():

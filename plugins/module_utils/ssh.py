@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.connect_bound import cluster_with_connect_bound
+
 # Keepalives: a host that drops off the network mid-probe fails in ~30 s instead of hanging.
 KEEPALIVE = ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
 PROBE_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", *KEEPALIVE]
@@ -71,9 +73,17 @@ def launcher_argv(
     remote_command: str,
     host_user: str | None = None,
     project_root: str | None = None,
+    connect_timeout: int = 0,
 ) -> list[str]:
-    """The launcher's argv without a tunnel (§3f), used for orphan cleanup (§3g), with ``--``."""
+    """The launcher's argv without a tunnel (§3f), used for orphan cleanup (§3g), with ``--``.
+
+    ``connect_timeout``: the bound the launch topology gives the worker (module_utils.connect_bound),
+    in the same place, so these ssh are bounded as the launcher's will be.
+    """
     ssh = worker.get("ssh") or {}
+    if connect_timeout > 0:
+        ssh = (cluster_with_connect_bound({"workers": [{**worker, "ssh": ssh}]}, connect_timeout)["workers"][0]
+               .get("ssh") or {})
     argv = ["ssh", *_user_options(ssh), *LAUNCHER_DEFAULTS]
     if ssh.get("port") is not None:
         argv += ["-p", str(ssh["port"])]

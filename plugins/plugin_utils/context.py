@@ -569,7 +569,7 @@ def launch_host_probe(action: Any, task_vars: Mapping[str, Any], ctx: RunContext
         return None
     ssh = launch_ssh(action, task_vars, host)
     argvs = {
-        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_dir)
+        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_dir, connect_timeout=ctx.connect_timeout)
         for w in ctx.remotes
         if ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
     }

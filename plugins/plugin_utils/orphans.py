@@ -45,7 +45,8 @@ def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any],
                  timeout: float) -> tuple[dict[str, Any], list[str]]:
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
     user = controller_user(os.environ, run_for_output)
-    jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir)
+    jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir,
+                           connect_timeout=ctx.connect_timeout)
             for h, (w, b) in targets.items()}
     per_host: dict[str, Any] = {}
     warnings: list[str] = []

@@ -52,3 +52,15 @@ def test_the_run_model_reads_the_knob_with_its_default(monkeypatch):
     assert build_context(_tv(flodl_launch_connect_timeout="2.5"), None, ["launch"]).connect_timeout == 3
     assert build_context(_tv(flodl_launch_connect_timeout=""), None, ["launch"]).connect_timeout == 10
     assert build_context(_tv(flodl_launch_connect_timeout=0), None, ["launch"]).connect_timeout == 0
+
+
+def test_the_collections_launcher_shaped_ssh_is_bounded_where_the_launcher_is():
+    from ansible_collections.flodl.cluster.plugins.module_utils.ssh import LAUNCHER_DEFAULTS, launcher_argv
+
+    bare = {"host": "a"}
+    assert launcher_argv(bare, "true", connect_timeout=10) == [
+        "ssh", "-o", "ConnectTimeout=10", *LAUNCHER_DEFAULTS, "--", "a", "true"]
+    own = {"host": "b", "ssh": {"options": ["ConnectTimeout=3"]}}
+    assert launcher_argv(own, "true", connect_timeout=10) == [
+        "ssh", "-o", "ConnectTimeout=3", *LAUNCHER_DEFAULTS, "--", "b", "true"]
+    assert launcher_argv(bare, "true") == ["ssh", *LAUNCHER_DEFAULTS, "--", "a", "true"]
