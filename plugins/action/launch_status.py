@@ -58,7 +58,7 @@ class ActionModule(ActionBase):
         bins = {h: b for h, b in live_binaries(ctx).items() if ctx.in_play({"host": h})}
         workers = {w["host"]: w for w in ctx.remotes}
         jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir,
-                               connect_timeout=ctx.connect_timeout)
+                                 connect_timeout=ctx.connect_timeout)
                 for h, b in bins.items()}
         per_host = {}
         for host, res in run_parallel(jobs).items():

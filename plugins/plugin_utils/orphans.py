@@ -46,7 +46,7 @@ def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any],
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
     user = controller_user(os.environ, run_for_output)
     jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir,
-                           connect_timeout=ctx.connect_timeout)
+                             connect_timeout=ctx.connect_timeout)
             for h, (w, b) in targets.items()}
     per_host: dict[str, Any] = {}
     warnings: list[str] = []
