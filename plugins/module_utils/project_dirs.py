@@ -3,11 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The directories a run writes in the project, checked with the run before any host is contacted.
 
-The run lock, the launch logs, the run records and the build target dirs all live under
-``target/cluster`` of the checkout (``flodl_project_dir``, default ``flodl_controller_path``); the
-prebuild envelope under ``target/cluster`` of ``flodl_controller_path``. A symbolic link on the way
-that leads out of its root would make the run write there: refused now, and again when each
-directory is created (safe_files.make_dirs_under).
+The run lock, the launch logs, the run records, the prebuild envelope and the build target dirs
+all live under ``target/cluster`` of the checkout (``flodl_project_dir``, default
+``flodl_controller_path``). A symbolic link on the way that leads out of the checkout would make the
+run write there: refused now, and again when each directory is created (:func:`make_dirs_under`).
 """
 from __future__ import annotations
 
@@ -48,10 +47,12 @@ def _component_problem(root: str, real_root: str, path: str, st: os.stat_result)
     return None
 
 
-def link_escape_problem(root: str, rel: str) -> str | None:
-    """Why the run must not create ``root/rel`` (a link out of ``root`` on the way), or None.
+def _walk(root: str, rel: str, create_mode: int | None = None) -> tuple[str, str | None]:
+    """Walk ``root/rel`` one component at a time: (the path, the first component's problem or None).
 
-    Only what exists is checked (nothing is created); see :func:`make_dirs_under`.
+    Without ``create_mode`` the walk stops, clean, at the first component that does not exist, and a
+    component that cannot be looked at is the problem; with it, a missing component is created
+    (``mkdir`` never follows a link at the name it creates) before it is checked.
     """
     real_root = os.path.realpath(root)
     current = root.rstrip("/") or "/"
@@ -60,13 +61,29 @@ def link_escape_problem(root: str, rel: str) -> str | None:
         try:
             st = os.lstat(current)
         except FileNotFoundError:
-            return None
+            if create_mode is None:
+                return current, None
+            try:
+                os.mkdir(current, create_mode)
+            except FileExistsError:
+                pass
+            st = os.lstat(current)
         except OSError as exc:
-            return f"{current} cannot be checked ({exc.strerror}); fix its permissions, then run again"
+            if create_mode is not None:
+                raise
+            return current, f"{current} cannot be checked ({exc.strerror}); fix its permissions, then run again"
         problem = _component_problem(root, real_root, current, st)
         if problem:
-            return problem
-    return None
+            return current, problem
+    return current, None
+
+
+def link_escape_problem(root: str, rel: str) -> str | None:
+    """Why the run must not create ``root/rel`` (a link out of ``root`` on the way), or None.
+
+    Only what exists is checked (nothing is created); see :func:`make_dirs_under`.
+    """
+    return _walk(root, rel)[1]
 
 
 def make_dirs_under(root: str, rel: str, mode: int = 0o755) -> str:
@@ -75,26 +92,13 @@ def make_dirs_under(root: str, rel: str, mode: int = 0o755) -> str:
     Each component is checked before the next is created in it: a symbolic link whose target is
     outside ``root`` (links in ``root`` itself followed) or a non-directory is refused
     (UnsafePathError naming the component), so nothing is created or written through a link out
-    of the project; a link that stays inside ``root`` is allowed. ``mkdir`` never follows a link
-    at the name it creates.
+    of the project; a link that stays inside ``root`` is allowed.
     """
     os.makedirs(root, exist_ok=True)  # the root is the operator's; only what is under it is checked
-    real_root = os.path.realpath(root)
-    current = root.rstrip("/") or "/"
-    for part in _parts(rel):
-        current = os.path.join(current, part)
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            try:
-                os.mkdir(current, mode)
-            except FileExistsError:
-                pass
-            st = os.lstat(current)
-        problem = _component_problem(root, real_root, current, st)
-        if problem:
-            raise UnsafePathError(errno.EXDEV, problem)
-    return current
+    path, problem = _walk(root, rel, mode)
+    if problem:
+        raise UnsafePathError(errno.EXDEV, problem)
+    return path
 
 
 def write_dir_problems(checkout: str, target_rels: Iterable[str] = ()) -> list[str]:
