@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode, hex_encode
@@ -30,7 +29,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     MAX_ARG_STRLEN,
     POINTER_BYTES,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_compact
 
 FULL_CLUSTER_JSON = le.ENV_FULL_CLUSTER_JSON
 TESTING_CLUSTER_JSON = le.ENV_TESTING_CLUSTER_JSON
@@ -59,39 +58,6 @@ def env_block_bytes(env: Mapping[str, str]) -> int:
 
 def argv_bytes(argv: list[str]) -> int:
     return sum(len(a.encode("utf-8", "surrogateescape")) + 1 + POINTER_BYTES for a in argv)
-
-
-# --------------------------------------------------------------------------
-# serde_json's compact form
-# --------------------------------------------------------------------------
-
-
-def _compact(value: Any, out: list[str]) -> None:
-    # serde_json::to_string: no whitespace at all, keys in the value's order, floats as the pretty form.
-    if isinstance(value, Mapping):
-        out.append("{")
-        for index, (key, item) in enumerate(value.items()):
-            out.append(("," if index else "") + json.dumps(str(key), ensure_ascii=False) + ":")
-            _compact(item, out)
-        out.append("}")
-    elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for index, item in enumerate(value):
-            if index:
-                out.append(",")
-            _compact(item, out)
-        out.append("]")
-    elif isinstance(value, float):
-        out.append(serde_float(value))
-    else:
-        out.append(json.dumps(value, ensure_ascii=False))
-
-
-def serde_compact(value: Any) -> str:
-    """``serde_json::to_string`` bytes for plain JSON data (same key order and floats as the pretty form)."""
-    out: list[str] = []
-    _compact(value, out)
-    return "".join(out)
 
 
 def compact_hex(pretty_hex: str) -> str:

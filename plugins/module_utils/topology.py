@@ -363,30 +363,27 @@ def _shortest_digits(value: float) -> tuple[list[str], int]:
     return digits, exp
 
 
-def _pretty(value: Any, indent: str, out: list[str]) -> None:
-    # serde_json's PrettyFormatter: two spaces, one item per line, [] / {} when empty.
-    if isinstance(value, Mapping):
-        if not value:
-            out.append("{}")
+def _serde(value: Any, indent: str | None, out: list[str]) -> None:
+    # serde_json's formatters: PrettyFormatter (two spaces, one item per line) when ``indent`` is a string,
+    # CompactFormatter (no whitespace at all) when it is None; [] / {} when empty, keys in the value's order.
+    if isinstance(value, (Mapping, list, tuple)):
+        mapping = isinstance(value, Mapping)
+        items = list(value.items()) if mapping else list(value)
+        if not items:
+            out.append("{}" if mapping else "[]")
             return
-        inner = indent + "  "
-        out.append("{\n")
-        for index, (key, item) in enumerate(value.items()):
-            out.append(inner + json.dumps(str(key), ensure_ascii=False) + ": ")
-            _pretty(item, inner, out)
-            out.append(",\n" if index < len(value) - 1 else "\n")
-        out.append(indent + "}")
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            out.append("[]")
-            return
-        inner = indent + "  "
-        out.append("[\n")
-        for index, item in enumerate(value):
-            out.append(inner)
-            _pretty(item, inner, out)
-            out.append(",\n" if index < len(value) - 1 else "\n")
-        out.append(indent + "]")
+        inner = None if indent is None else indent + "  "
+        out.append(("{" if mapping else "[") + ("" if inner is None else "\n"))
+        for index, item in enumerate(items):
+            if index:
+                out.append("," if inner is None else ",\n")
+            if inner is not None:
+                out.append(inner)
+            if mapping:
+                key, item = item
+                out.append(json.dumps(str(key), ensure_ascii=False) + (":" if inner is None else ": "))
+            _serde(item, inner, out)
+        out.append(("" if indent is None else "\n" + indent) + ("}" if mapping else "]"))
     elif isinstance(value, float):
         out.append(serde_float(value))
     else:
@@ -396,7 +393,14 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
 def serde_pretty(value: Any) -> str:
     """``serde_json::to_string_pretty`` bytes for plain JSON data (strings escape as serde does)."""
     out: list[str] = []
-    _pretty(value, "", out)
+    _serde(value, "", out)
+    return "".join(out)
+
+
+def serde_compact(value: Any) -> str:
+    """``serde_json::to_string`` bytes for plain JSON data (same key order and floats as the pretty form)."""
+    out: list[str] = []
+    _serde(value, None, out)
     return "".join(out)
 
 

@@ -10,7 +10,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_size as ls
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode, hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_pretty
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_compact, serde_pretty
 
 FULL, TESTING = ls.FULL_CLUSTER_JSON, ls.TESTING_CLUSTER_JSON
 LIMIT = ls.MAX_ARG_STRLEN
@@ -48,7 +48,7 @@ def _pad_for(name: str, target: int, *, compact: bool, workers: int) -> int:
     """The pad that puts ``name`` (pretty or compact) at exactly ``target`` bytes (hex: 2 per character)."""
     plan, _fitted = _render(workers, 0)
     value = json.loads(hex_decode(plan.env[name]).decode())
-    text = ls.serde_compact(value) if compact else serde_pretty(value)
+    text = serde_compact(value) if compact else serde_pretty(value)
     base = ls.entry_bytes(name, hex_encode(text))
     assert (target - base) % 2 == 0 and target > base
     return (target - base) // 2
@@ -107,9 +107,9 @@ def test_compact_at_the_limit_ships_and_one_character_more_is_refused_naming_var
 
 def test_compact_is_serde_compact_of_the_same_value_floats_and_key_order_kept():
     value = {"b": [1, 2], "a": {"x": 1e-7, "y": 2.0, "z": 0.00001, "é": "ü\n"}, "e": [], "f": {}}
-    assert ls.serde_compact(value) == '{"b":[1,2],"a":{"x":1e-7,"y":2.0,"z":0.00001,"é":"ü\\n"},"e":[],"f":{}}'
+    assert serde_compact(value) == '{"b":[1,2],"a":{"x":1e-7,"y":2.0,"z":0.00001,"é":"ü\\n"},"e":[],"f":{}}'
     pretty_hex = hex_encode(serde_pretty(value))
-    assert hex_decode(ls.compact_hex(pretty_hex)).decode() == ls.serde_compact(value)
+    assert hex_decode(ls.compact_hex(pretty_hex)).decode() == serde_compact(value)
 
 
 def test_reuse_options_count_in_the_measured_bytes():
