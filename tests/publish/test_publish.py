@@ -423,3 +423,52 @@ def test_lint_mocks_every_awx_module_the_examples_use() -> None:
     mocked = set(yaml.safe_load((REPO_ROOT / ".ansible-lint").read_text())["mock_modules"])
     used = {k for task in TASKS for k in task if k.startswith("awx.awx.")}
     assert used and used <= mocked, f"add {sorted(used - mocked)} to mock_modules in .ansible-lint"
+
+
+def run_configure_checks(tmp_path: Path, extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """configure.yml's own play with its awx.awx tasks left out (no AWX here): its checks and derived vars, for real."""
+    play = dict(CONFIGURE[0])
+    play["vars_files"] = [str(AWX / f) for f in play.get("vars_files", [])]
+    play["vars"] = {**play["vars"], "awx_flodl_survey": {}}
+    play["tasks"] = [t for t in TASKS if not any(k.startswith("awx.awx.") for k in t)] + [
+        {"name": "Show", "ansible.builtin.debug": {"msg": "INVENTORY_VARS={{ awx_flodl_inventory_vars | to_json }}"}}]
+    playbook = tmp_path / "configure_checks.yml"
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    base = {"awx_flodl_project_url": "https://git.invalid/p.git", "awx_flodl_ee_image": "ee:1",
+            "awx_flodl_worker_key_file": "/nonexistent", "awx_flodl_known_hosts_file": "/nonexistent"}
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({**base, **extra_vars}))
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
+    return subprocess.run([tool("ansible-playbook"), str(playbook), "-e", f"@{extra}"], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_configure_adds_the_launch_and_build_hosts_and_names_them() -> None:
+    hosts = next(t for t in TASKS if "awx.awx.host" in t)
+    assert hosts["loop"] == "{{ awx_flodl_hosts | dict2items }}"
+    assert hosts["awx.awx.host"]["inventory"] == next(iter(awx_tasks("inventory")))["name"]
+    (inventory,) = awx_tasks("inventory")
+    assert inventory["variables"] == "{{ awx_flodl_inventory_vars }}"
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({}, {}),
+    ({"awx_flodl_hosts": {"ctl": {"ansible_host": "10.0.0.10"}}, "awx_flodl_launch_host": "ctl",
+      "awx_flodl_build_host": ""}, {"flodl_launch_host": "ctl"}),
+    ({"awx_flodl_hosts": {"ctl": {"ansible_host": "10.0.0.10"}, "bld": {"ansible_host": "10.0.0.11"}},
+      "awx_flodl_launch_host": "ctl", "awx_flodl_build_host": "bld"},
+     {"flodl_launch_host": "ctl", "flodl_build_host": "bld"}),
+], ids=["none", "launch-only-blank-build", "both"])
+def test_configure_inventory_vars_name_only_the_hosts_given(tmp_path: Path, given: dict[str, Any],
+                                                            expected: dict[str, Any]) -> None:
+    proc = run_configure_checks(tmp_path, given)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "INVENTORY_VARS=" in ln)
+    assert json.loads(line.split("INVENTORY_VARS=", 1)[1].rstrip('"').replace('\\"', '"')) == expected
+
+
+def test_configure_refuses_a_launch_host_it_does_not_declare(tmp_path: Path) -> None:
+    proc = run_configure_checks(tmp_path, {"awx_flodl_launch_host": "ctl"})
+    assert proc.returncode != 0
+    assert "awx_flodl_launch_host=ctl names no host of awx_flodl_hosts" in proc.stdout
