@@ -162,6 +162,7 @@ def ensure_ee_image(image: str = EE_IMAGE) -> dict[str, float]:
             argv += ["--build-arg", f"{key}={value}"]
         built = _run(argv, timeout=1800, cwd=work)
         timings["ansible-builder"] = time.monotonic() - t0
+    (TARBALL_CACHE / "last-build.log").write_text(built.stdout + built.stderr)  # for a look afterwards
     _drop_stale_stages(set(STEP_IMAGE.findall(built.stdout + built.stderr)))
     return timings
 

@@ -41,10 +41,15 @@ def _runner():
 
 
 def _toolchain(shared: Path) -> Path:
-    """The machine's Rust toolchain (bin/ and lib/ of its sysroot) hard-linked under ``shared``."""
+    """The machine's Rust toolchain, where the namespace hosts see it.
+
+    A rustup toolchain under /root (private on every host) is hard-linked (bin/, lib/) under ``shared``.
+    """
     need(shutil.which("rustc") is not None, "rustc is needed to build the demo project on the build host")
     sysroot = Path(subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True,
                                   check=True).stdout.strip())
+    if not sysroot.is_relative_to("/root"):
+        return sysroot  # the hosts see it as it is: only /root and /tmp are private to them
     dest = shared / "toolchain"
     dest.mkdir()
     for part in ("bin", "lib"):
