@@ -49,15 +49,17 @@ TARBALL_CACHE = CACHE_DIR / "ee"
 # pip_install script always runs it) and venv (its assemble script). Debian disables ensurepip
 # for the system python (PEP 668), so the base carries a venv, first on PATH, as the EE's
 # Python. The apt lists stay: ansible-builder installs the bindep packages with the base's
-# package manager in a later stage. The machine's own CA certificates go in too (and pip is
+# package manager in a later stage (PKGMGR_OPTS, read by its scripts: no X libraries for
+# openssh-client's recommended xauth). The machine's own CA certificates go in too (and pip is
 # told to use the system store): PyPI may be reached through a TLS-inspecting proxy.
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 EE_PYTHON = "/opt/ee/bin/python3"
 BASE_LABEL = "org.flodl.cluster.tests=ee-base"
 # Docker's classic builder prints " ---> <image id>" after every step.
 STEP_IMAGE = re.compile(r"---> ([0-9a-f]{12})\b")
-BASE_DOCKERFILE = f"""\
-FROM {BASE_IMAGE}
+BASE_DOCKERFILE = """\
+FROM {base}
+LABEL org.flodl.cluster.tests.apt-week={week}
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       python3 python3-venv ca-certificates \\
@@ -65,8 +67,9 @@ RUN apt-get update \\
 COPY ca/ /usr/local/share/ca-certificates/
 RUN update-ca-certificates
 ENV PATH=/opt/ee/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    DEBIAN_FRONTEND=noninteractive PIP_CERT=/etc/ssl/certs/ca-certificates.crt
-LABEL {BASE_LABEL}
+    DEBIAN_FRONTEND=noninteractive PIP_CERT=/etc/ssl/certs/ca-certificates.crt \\
+    PKGMGR_OPTS=--no-install-recommends
+LABEL {label}
 """
 
 # The build arguments execution-environment.yml's Containerfile declares, for this base.
@@ -99,7 +102,10 @@ def _ensure_base(timings: dict[str, float]) -> None:
             timings["import"] = time.monotonic() - t0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="flodl-ee-base-") as ctx:
-        (Path(ctx) / "Dockerfile").write_text(BASE_DOCKERFILE)
+        # The week in a label: the base's apt lists (Docker caches that layer) are refreshed weekly,
+        # before the mirror drops the package versions they name.
+        week = time.strftime("%G-%V")
+        (Path(ctx) / "Dockerfile").write_text(BASE_DOCKERFILE.format(base=BASE_IMAGE, week=week, label=BASE_LABEL))
         (Path(ctx) / "ca").mkdir()
         for crt in LOCAL_CA_DIR.glob("*.crt") if LOCAL_CA_DIR.is_dir() else []:
             shutil.copy(crt, Path(ctx) / "ca" / crt.name)
