@@ -10,8 +10,10 @@ plus python3, pip and venv (``EE_BASE``). ansible-builder 3 then builds the repo
 ``execution-environment.yml`` unchanged: the build arguments it declares (base image, Python,
 package manager) point it at that Debian base instead of CentOS Stream.
 
-Caches (what a second run reuses): the rootfs tar in FLODL_TEST_CACHE_DIR; Docker's layer
-cache for the base and the EE (a second build with the same inputs is all cache hits).
+Caches (what a second run reuses): the rootfs tar in FLODL_TEST_CACHE_DIR, and the last
+collection tarball in FLODL_TEST_CACHE_DIR/ee/<checkout id>/ (same content, same bytes);
+Docker's layer cache for the base and the EE (a second build with the same inputs is all
+cache hits). The image is tagged per checkout (``EE_IMAGE``).
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ from docker_engine import (  # noqa: E402
 )
 
 EE_BASE = "flodl-test/ee-base:bookworm"
-EE_IMAGE = "flodl-test/ee:latest"
-TARBALL_CACHE = CACHE_DIR / "ee"
+# One tag per checkout: two checkouts building at once never run each other's image.
+_CHECKOUT = hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:10]
+EE_IMAGE = f"flodl-test/ee:checkout-{_CHECKOUT}"
+TARBALL_CACHE = CACHE_DIR / "ee" / _CHECKOUT
 
 # What ansible-builder's own steps need in a base: a Python whose `-m ensurepip` works (its
 # pip_install script always runs it) and venv (its assemble script). Debian disables ensurepip
@@ -133,16 +137,21 @@ def _reuse_same_tarball(ee_dir: Path) -> None:
         shutil.copy2(cached, built)
         return
     TARBALL_CACHE.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(built, cached)
+    partial = cached.with_name(cached.name + ".partial")
+    shutil.copy2(built, partial)
+    os.replace(partial, cached)
 
 
 def _builder() -> str:
-    found = Path(sys.executable).parent / "ansible-builder"
-    if found.exists():
-        return str(found)
+    """ansible-builder of this venv, else of the 2.19 venv beside it (scripts/bootstrap.sh puts it there)."""
+    venv_bin = Path(sys.executable).parent
+    for found in (venv_bin / "ansible-builder", venv_bin.parent.parent / "ansible-2.19" / "bin" / "ansible-builder"):
+        if found.exists():
+            return str(found)
     which = shutil.which("ansible-builder")
     if which is None:
-        raise DockerError(f"ansible-builder not found next to {sys.executable}: run scripts/bootstrap.sh")
+        raise DockerError(f"ansible-builder not found next to {sys.executable} nor in the 2.19 venv: "
+                          "run scripts/bootstrap.sh")
     return which
 
 
