@@ -9,6 +9,7 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh unit         unit tests only (both lines)
 #   scripts/test.sh molecule     the molecule scenarios (extensions/molecule/), 2.19 line
+#   scripts/test.sh ee           the execution environment: image build, then a job in it
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
 set -uo pipefail
 
@@ -78,6 +79,23 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
   for line in $LINES; do run_pytest "$line" integration tests/integration -v; done
 fi
+
+run_ee() {
+  # The execution environment (docs/awx.md §1): the image built with ansible-builder from a base made
+  # here (its own timed step), then one cluster_train job in it (tests/ee/). Once per test command:
+  # the image carries its own ansible-core. Caches: the rootfs tar in FLODL_TEST_CACHE_DIR, Docker's layers.
+  step "EE image build (ansible-builder, execution-environment.yml)"
+  local started=$SECONDS
+  local rc=0
+  "$REPO_ROOT/scripts/ee-build.sh" || rc=$?
+  record "EE image build" $rc
+  echo "EE image build step: $((SECONDS - started)) s"
+  [ "$rc" -eq 0 ] || return 0  # no image: the job cannot run (the failure is recorded above)
+  started=$SECONDS
+  FLODL_EE_IMAGE_BUILT=1 run_pytest 2.19 ee tests/ee -v
+  echo "EE job step: $((SECONDS - started)) s"
+}
+if [ "$WHAT" = all ] || [ "$WHAT" = ee ]; then run_ee; fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
   # molecule test from extensions/ (the collection layout), every scenario, against the collection as
