@@ -84,9 +84,9 @@ def trace(source: str, validations: int, resolved: int) -> dict[str, Any]:
     return {"source": source, "validations": validations, "connections_resolved": resolved}
 
 
-def fields(ctx: RunContext) -> dict[str, Any]:
+def fields(ctx: RunContext, with_model: bool = True) -> dict[str, Any]:
     """What a step adds to its result: its trace, and the model when it built one for the later steps."""
     out: dict[str, Any] = {TRACE_KEY: dict(ctx.trace)}
-    if ctx.handoff is not None:
+    if with_model and ctx.handoff is not None:
         out[RESULT_KEY] = ctx.handoff
     return out
