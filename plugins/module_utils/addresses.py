@@ -80,13 +80,13 @@ def same_machine_findings(workers: Sequence[Any], place: Callable[[int, Any], st
             first, first_host = seen[key]
             if first_host == worker.get("host"):
                 continue  # a duplicate host, refused as such
-            problems.append((index,
+            problems.append((index, (
                 f"{place(index, worker.get('host'))}: reaches {key[0]} port {key[1]} over ssh, the same machine as "
                 f"worker {first} ({first_host}); one machine is one worker: list all its GPUs in that worker's "
                 "local_devices and remove this one, or fix the address (ansible_host, flodl_ssh.target) if it "
                 "names the wrong machine. Two workers on one machine need two sshds on different ports (e.g. "
                 "two containers)"
-            ))
+            )))
         else:
             seen[key] = (index, worker.get("host"))
     return problems
