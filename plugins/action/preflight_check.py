@@ -79,8 +79,10 @@ class ActionModule(ActionBase):
             sshreuse_io.close_masters(reuse_dir)  # the run stops here: nothing will reuse them
         elif reuse_dir:
             data[sshreuse_io.RESULT_KEY] = reuse_dir
+        # The model travels to the later phases in this result; a failed preflight has none to serve.
+        handoff = "failure" not in data and not controller.get("errors")
         result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names),
-                      **run_handoff.fields(ctx))  # the model travels to the later phases in this result
+                      **run_handoff.fields(ctx, with_model=handoff))
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
             result.update(failed=True, msg=pf.failure_message([controller], data["warnings"]))
