@@ -9,8 +9,10 @@ cluster), never read back out of the text.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,3 +65,42 @@ def run_level(texts: Iterable[str | None], variable: str = "") -> list[Problem]:
 def texts(problems: Iterable[Problem]) -> list[str]:
     """The operator's lines, in order."""
     return [p.text() for p in problems]
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How messages name a place: inventory variables or fdl keys."""
+
+    fdl: bool = False
+
+    def cluster(self, key: str) -> Place:
+        if self.fdl:
+            return Place(f"cluster.{key}", None, f"cluster.{key}")
+        if key == "workers":
+            return Place("cluster: group flodl_workers")
+        return Place(f"cluster: flodl_cluster_{key}", None, f"flodl_cluster_{key}")
+
+    def controller(self, key: str) -> Place:
+        if self.fdl:
+            return Place(f"cluster.controller.{key}", None, f"cluster.controller.{key}")
+        return Place(f"controller: flodl_controller_{key}", None, f"flodl_controller_{key}")
+
+    def worker(self, index: int, host: Any, key: str) -> Place:
+        """Worker ``index``'s key ``key`` (the worker itself when ``key`` is empty); the place is the worker's."""
+        if self.fdl:
+            label = f"cluster.workers[{index}]"
+            if isinstance(host, str):
+                label += f" ({json.dumps(host)})"
+            return Place(f"{label}.{key}" if key else label, index, key)
+        shown = str(host).strip() if isinstance(host, str) and host.strip() else "?"
+        if not key:
+            return Place(f"host {shown} (worker {index})", index)
+        return Place(f"host {shown} (worker {index}): flodl_{key}", index, f"flodl_{key}")
+
+    def sub(self, place: Place, key: str) -> Place:
+        """A key inside a map-valued place (``ssh.port``, ``env["X"]``)."""
+        return place.sub(f".{key}")
+
+
+INVENTORY = Naming(fdl=False)
+FDL = Naming(fdl=True)

@@ -22,17 +22,23 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.addresses import same_machine_findings
-from ansible_collections.flodl.cluster.plugins.module_utils.problems import Place, Problem, at as _at, texts, worded
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import FDL, INVENTORY, Naming, Place, Problem, texts, worded
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import at as _at
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     absolute_path_problem,
     host_name_problem,
     relative_path_problem,
     ssh_target_problem,
 )
+
+# Naming, INVENTORY and FDL live with the problems they name (module_utils.problems); importable from here too.
+__all__ = [
+    "CLUSTER_KEYS", "CONTROLLER_KEYS", "FDL", "INVENTORY", "JOIN_KEYS", "Naming", "RESERVED_EXACT", "RESERVED_PREFIX",
+    "SSH_KEYS", "WORKER_KEYS", "cluster_findings", "cluster_problems", "is_reserved_env_key", "kind",
+]
 
 RESERVED_EXACT = frozenset(
     {
@@ -89,45 +95,6 @@ def kind(value: Any, secret: bool = False) -> str:
     if isinstance(value, list):
         return "a list"
     return f"a {type(value).__name__}"
-
-
-@dataclass(frozen=True)
-class Naming:
-    """How messages name a place: inventory variables or fdl keys."""
-
-    fdl: bool = False
-
-    def cluster(self, key: str) -> Place:
-        if self.fdl:
-            return Place(f"cluster.{key}", None, f"cluster.{key}")
-        if key == "workers":
-            return Place("cluster: group flodl_workers")
-        return Place(f"cluster: flodl_cluster_{key}", None, f"flodl_cluster_{key}")
-
-    def controller(self, key: str) -> Place:
-        if self.fdl:
-            return Place(f"cluster.controller.{key}", None, f"cluster.controller.{key}")
-        return Place(f"controller: flodl_controller_{key}", None, f"flodl_controller_{key}")
-
-    def worker(self, index: int, host: Any, key: str) -> Place:
-        """Worker ``index``'s key ``key`` (the worker itself when ``key`` is empty); the place is the worker's."""
-        if self.fdl:
-            label = f"cluster.workers[{index}]"
-            if isinstance(host, str):
-                label += f" ({json.dumps(host)})"
-            return Place(f"{label}.{key}" if key else label, index, key)
-        shown = str(host).strip() if isinstance(host, str) and host.strip() else "?"
-        if not key:
-            return Place(f"host {shown} (worker {index})", index)
-        return Place(f"host {shown} (worker {index}): flodl_{key}", index, f"flodl_{key}")
-
-    def sub(self, place: Place, key: str) -> Place:
-        """A key inside a map-valued place (``ssh.port``, ``env["X"]``)."""
-        return place.sub(f".{key}")
-
-
-INVENTORY = Naming(fdl=False)
-FDL = Naming(fdl=True)
 
 
 def _blank(value: Any) -> bool:
