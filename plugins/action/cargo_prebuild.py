@@ -15,6 +15,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
 
 MODULE = "flodl.cluster.cargo_prebuild"
@@ -45,6 +46,7 @@ class ActionModule(ActionBase):
         dedupe = as_bool(dedupe_raw)
         if dedupe is None:
             return fail_result(result, [f"controller: flodl_prebuild_dedupe must be true or false, got {dedupe_raw!r}"])
+        result.update(run_handoff.fields(ctx))
         if not ctx.prebuild:
             skipped = {ctx.inventory_names.get(w["host"], w["host"]): entry("skipped", "flodl_prebuild is false")
                        for w in ctx.cluster["workers"]}

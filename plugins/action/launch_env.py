@@ -17,7 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import p
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, run_handoff, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     as_bool,
     fail_result,
@@ -117,5 +117,6 @@ class ActionModule(ActionBase):
             display.warning(warning)
         result.update(fields, changed=bool(changed), controller_identity=ctx.controller_identity,
                       launch_warnings=warnings, ssh_control_dir=reuse_dir,
-                      gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()})
+                      gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
+                      **run_handoff.fields(ctx))
         return result

@@ -18,6 +18,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, run_on
 from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_sweep import live_binaries
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import fields as model_fields
 
 display = Display()
 POLL_SECONDS = 5.0
@@ -41,6 +42,7 @@ class ActionModule(ActionBase):
             ctx = read_run(self, task_vars, ["teardown"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
+        result.update(model_fields(ctx, with_model=False))
         run_id, problem = dt.requested_run_id(args["run_id"], task_vars.get("flodl_run_id"), task_vars.get("flodl_launch"))
         if problem:
             return fail_result(result, [f"controller: {problem}"], "no detached run to report on")

@@ -10,7 +10,7 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import ORPHAN_CLEANUP
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import stop_detached
 
@@ -32,6 +32,7 @@ class ActionModule(ActionBase):
             ctx = read_run(self, task_vars, ["teardown"])
         except TopologyError as exc:
             return fail_result(result, exc.problems)
+        result.update(run_handoff.fields(ctx, with_model=False))
         per_host, targets, source = orphans.targets_of(
             ctx, args["prebuild_envelope"], var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
         if self._task.check_mode:

@@ -11,7 +11,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight as 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, run_handoff, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
@@ -79,7 +79,10 @@ class ActionModule(ActionBase):
             sshreuse_io.close_masters(reuse_dir)  # the run stops here: nothing will reuse them
         elif reuse_dir:
             data[sshreuse_io.RESULT_KEY] = reuse_dir
-        result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names))
+        # The model travels to the later phases in this result; a failed preflight has none to serve.
+        handoff = "failure" not in data and not controller.get("errors")
+        result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names),
+                      **run_handoff.fields(ctx, with_model=handoff))
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
             result.update(failed=True, msg=pf.failure_message([controller], data["warnings"]))

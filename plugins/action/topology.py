@@ -9,6 +9,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, ordered_cluster
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 
@@ -52,5 +53,6 @@ class ActionModule(ActionBase):
             remote_hosts=[w["host"] for w in ctx.remotes],
             prebuild=ctx.prebuild,
             run_lock=bool(locking),
+            **run_handoff.fields(ctx),  # registered as flodl_topology_run by the launch playbook
         )
         return result

@@ -63,8 +63,13 @@ def same_machine_problems(workers: Sequence[Any], place: Callable[[int, Any], st
 
     ``place(index, host)`` names a worker's connection (``host h2 (worker 1): flodl_ssh``).
     """
+    return [text for _index, text in same_machine_findings(workers, place)]
+
+
+def same_machine_findings(workers: Sequence[Any], place: Callable[[int, Any], str]) -> list[tuple[int, str]]:
+    """(the later worker's index, its problem) for each worker that reaches the same sshd as an earlier one."""
     seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, Any]] = {}
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []
     for index, worker in enumerate(workers):
         if not isinstance(worker, Mapping):
             continue
@@ -75,13 +80,13 @@ def same_machine_problems(workers: Sequence[Any], place: Callable[[int, Any], st
             first, first_host = seen[key]
             if first_host == worker.get("host"):
                 continue  # a duplicate host, refused as such
-            problems.append(
+            problems.append((index, (
                 f"{place(index, worker.get('host'))}: reaches {key[0]} port {key[1]} over ssh, the same machine as "
                 f"worker {first} ({first_host}); one machine is one worker: list all its GPUs in that worker's "
                 "local_devices and remove this one, or fix the address (ansible_host, flodl_ssh.target) if it "
                 "names the wrong machine. Two workers on one machine need two sshds on different ports (e.g. "
                 "two containers)"
-            )
+            )))
         else:
             seen[key] = (index, worker.get("host"))
     return problems

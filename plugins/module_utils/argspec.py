@@ -15,6 +15,8 @@ from typing import Any
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem
+
 # What the validator reads; the rest of an option's spec (description, version_added) is documentation.
 _SPEC_KEYS = ("type", "required", "choices", "elements", "default", "options", "no_log", "aliases")
 
@@ -79,16 +81,16 @@ def run_problems(
     return problems(run_options, run_params), per_host
 
 
-def uncovered(found: Mapping[str, list[str]], subjects: Iterable[str], ours: Iterable[str], who: str) -> list[str]:
+def uncovered(found: Mapping[str, list[str]], worker: int | None, ours: Iterable[Problem], who: str) -> list[Problem]:
     """The spec's problems that the run's own rules did not already report (theirs say why and how to fix).
 
-    A problem is covered when one of ``ours`` names both the option and one of ``subjects``.
+    An option is covered when one of ``ours`` is about that variable and belongs to the same ``worker``
+    (None: the run's own variables), read from the problems' fields, never from their text.
     """
-    ours = list(ours)
-    names = tuple(subjects)
+    said = {p.variable for p in ours if p.worker == worker and p.variable}
     return [
-        f"{who}: {message}"
+        Problem(who, message, worker=worker, variable=option)
         for option, messages in found.items()
-        if not any(option in p and any(s in p for s in names) for p in ours)
+        if option not in said
         for message in messages
     ]

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, texts, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import parse_bool
 
 # (variable, phase that reads it, lowest value, whether the lowest is allowed, what it means, an example).
@@ -53,16 +54,22 @@ def number(value: Any) -> float | None:
 
 def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) -> list[str]:
     """``controller: ...`` problems of the knobs set in ``values`` that the run's ``phases`` read."""
-    problems: list[str] = []
+    return texts(knob_findings(values, phases, prebuild))
+
+
+def knob_findings(values: Mapping[str, Any], phases: list[str], prebuild: bool) -> list[Problem]:
+    """The run's problems (no worker) of the knobs set in ``values`` that the run's ``phases`` read."""
+    problems: list[Problem] = []
     active = set(phases) - ({"prebuild"} if not prebuild else set())
     # A blank answer (an AWX survey's empty field) is unset: the role's default applies.
     values = {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
     dedupe = values.get("flodl_prebuild_dedupe")
     if "prebuild" in active and dedupe is not None and parse_bool(dedupe) is None:
-        problems.append(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}")
+        problems.append(worded(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}",
+                               None, "flodl_prebuild_dedupe"))
     if "launch" in active and parse_bool(values.get("flodl_launch_detach", False)) is True \
             and parse_bool(values.get("flodl_launch_forward_agent", False)) is True:
-        problems.append(DETACHED_AGENT)
+        problems.append(worded(DETACHED_AGENT, None, "flodl_launch_forward_agent"))
     for name, phase, low, low_ok, what, example in NUMBERS:
         value = values.get(name)
         if phase not in active or value is None:
@@ -70,16 +77,17 @@ def knob_problems(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
         found = number(value)
         if found is None or found < low or (found == low and not low_ok):
             bound = f"({low:g} or more)" if low_ok else f"above {low:g}"
-            problems.append(f"controller: {name} must be a number of seconds {bound}, got {_shown(value)} (the "
-                            f"{what}); set it to e.g. {example}, or leave it unset for the default")
+            problems.append(worded(f"controller: {name} must be a number of seconds {bound}, got {_shown(value)} "
+                                   f"(the {what}); set it to e.g. {example}, or leave it unset for the default",
+                                   None, name))
     for name, phase, low, what, example in INTEGERS:
         value = values.get(name)
         if phase not in active or value is None:
             continue
         found = number(value)
         if found is None or found != int(found) or found < low:
-            problems.append(f"controller: {name} must be a whole number, {low} or more: the {what}; got "
-                            f"{_shown(value)}; set it to e.g. {example}")
+            problems.append(worded(f"controller: {name} must be a whole number, {low} or more: the {what}; got "
+                                   f"{_shown(value)}; set it to e.g. {example}", None, name))
     return problems
 
 
@@ -95,5 +103,10 @@ def _has_nul(value: Any) -> bool:
 
 def nul_problems(values: Mapping[str, Any]) -> list[str]:
     """Run-level variables holding a NUL anywhere: no path, argv or environment can carry one (value never shown)."""
-    return [f"controller: {name} contains a NUL character, which no path, command line or environment value can "
-            "carry; remove it" for name in sorted(values) if _has_nul(values[name])]
+    return texts(nul_findings(values))
+
+
+def nul_findings(values: Mapping[str, Any]) -> list[Problem]:
+    """:func:`nul_problems` as values, each about its variable."""
+    return [worded(f"controller: {name} contains a NUL character, which no path, command line or environment value "
+                   "can carry; remove it", None, name) for name in sorted(values) if _has_nul(values[name])]

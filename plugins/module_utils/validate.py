@@ -22,16 +22,23 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.addresses import same_machine_problems
+from ansible_collections.flodl.cluster.plugins.module_utils.addresses import same_machine_findings
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import FDL, INVENTORY, Naming, Place, Problem, texts, worded
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import at as _at
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     absolute_path_problem,
     host_name_problem,
     relative_path_problem,
     ssh_target_problem,
 )
+
+# Naming, INVENTORY and FDL live with the problems they name (module_utils.problems); importable from here too.
+__all__ = [
+    "CLUSTER_KEYS", "CONTROLLER_KEYS", "FDL", "INVENTORY", "JOIN_KEYS", "Naming", "RESERVED_EXACT", "RESERVED_PREFIX",
+    "SSH_KEYS", "WORKER_KEYS", "cluster_findings", "cluster_problems", "is_reserved_env_key", "kind",
+]
 
 RESERVED_EXACT = frozenset(
     {
@@ -90,38 +97,6 @@ def kind(value: Any, secret: bool = False) -> str:
     return f"a {type(value).__name__}"
 
 
-@dataclass(frozen=True)
-class Naming:
-    """How messages name a place: inventory variables or fdl keys."""
-
-    fdl: bool = False
-
-    def cluster(self, key: str) -> str:
-        if self.fdl:
-            return f"cluster.{key}"
-        return {"workers": "cluster: group flodl_workers"}.get(key, f"cluster: flodl_cluster_{key}")
-
-    def controller(self, key: str) -> str:
-        return f"cluster.controller.{key}" if self.fdl else f"controller: flodl_controller_{key}"
-
-    def worker(self, index: int, host: Any, key: str) -> str:
-        if self.fdl:
-            label = f"cluster.workers[{index}]"
-            if isinstance(host, str):
-                label += f" ({json.dumps(host)})"
-            return f"{label}.{key}" if key else label
-        shown = str(host).strip() if isinstance(host, str) and host.strip() else "?"
-        return f"host {shown} (worker {index}): flodl_{key}" if key else f"host {shown} (worker {index})"
-
-    def sub(self, place: str, key: str) -> str:
-        """A key inside a map-valued place (``ssh.port``, ``env["X"]``)."""
-        return f"{place}.{key}"
-
-
-INVENTORY = Naming(fdl=False)
-FDL = Naming(fdl=True)
-
-
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -132,15 +107,15 @@ def _is_int(value: Any) -> bool:
 
 class _Problems:
     def __init__(self) -> None:
-        self.items: list[str] = []
+        self.items: list[Problem] = []
 
-    def add(self, place: str, problem: str, fix: str = "") -> None:
-        self.items.append(f"{place}: {problem}" + (f"; {fix}" if fix else ""))
+    def add(self, place: Place, problem: str, fix: str = "") -> None:
+        self.items.append(_at(place, problem, fix))
 
-    def raw(self, problem: str | None) -> None:
-        """A problem already worded with its place (module_utils.safety)."""
+    def raw(self, problem: str | None, place: Place) -> None:
+        """A problem already worded with its place (module_utils.safety), which is ``place``'s."""
         if problem:
-            self.items.append(problem)
+            self.items.append(worded(problem, place.worker, place.variable))
 
     def unknown_keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], place: Any) -> None:
         for key in value:
@@ -148,7 +123,7 @@ class _Problems:
                 self.add(place(str(key)), f"unknown key {json.dumps(str(key))}",
                          "remove it or fix its spelling; allowed: " + ", ".join(allowed))
 
-    def string(self, value: Any, place: str, required: bool = False, what: str = "") -> None:
+    def string(self, value: Any, place: Place, required: bool = False, what: str = "") -> None:
         if value is None:
             if required:
                 self.add(place, f"is required{': ' + what if what else ''}")
@@ -161,19 +136,19 @@ class _Problems:
             self.add(place, "contains a NUL character, which no path, command line or environment value can carry",
                      "remove it")
 
-    def boolean(self, value: Any, place: str) -> None:
+    def boolean(self, value: Any, place: Place) -> None:
         if value is not None and not isinstance(value, bool):
             self.add(place, f"must be true or false, got {kind(value)}")
 
-    def uint(self, value: Any, place: str) -> None:
+    def uint(self, value: Any, place: Place) -> None:
         if value is not None and (not _is_int(value) or value < 0):
             self.add(place, f"must be a non-negative integer, got {kind(value)}")
 
-    def port(self, value: Any, place: str) -> None:
+    def port(self, value: Any, place: Place) -> None:
         if value is not None and (not _is_int(value) or not 0 < value < 65536):
             self.add(place, f"must be a TCP port number 1-65535, got {kind(value)}")
 
-    def share(self, value: Any, place: str) -> None:
+    def share(self, value: Any, place: Place) -> None:
         if value is None:
             return
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -185,7 +160,7 @@ class _Problems:
             self.add(place, f"must be a non-negative fraction of host RAM (e.g. 0.5), got {kind(value)}",
                      "use a finite number >= 0 (values above 1.0 are allowed)")
 
-    def env(self, env: Any, place: str, naming: Naming) -> None:
+    def env(self, env: Any, place: Place, naming: Naming) -> None:
         if env is None:
             return
         if not isinstance(env, Mapping):
@@ -193,7 +168,7 @@ class _Problems:
             return
         for key in sorted(env, key=str):
             value = env[key]
-            at = naming.sub(place, str(key)) if naming.fdl else f"{place}[{json.dumps(str(key))}]"
+            at = naming.sub(place, str(key)) if naming.fdl else place.sub(f"[{json.dumps(str(key))}]")
             if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
                 self.add(at, f"{json.dumps(str(key))} is not a valid environment name (letters, digits and _; "
                          "not starting with a digit)", "the launcher would refuse it; rename it")
@@ -238,7 +213,7 @@ def _check_join(join: Any, naming: Naming, out: _Problems) -> None:
         out.add(naming.sub(place, "start"), f"must be one of auto | manual | hybrid, got {kind(start)}")
 
 
-def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
+def _check_ssh(ssh: Any, place: Place, naming: Naming, out: _Problems) -> None:
     if not isinstance(ssh, Mapping) or "__invalid__" in ssh:
         out.add(place, "must be a map (target, port, user, identity_file, options)")
         return
@@ -247,7 +222,8 @@ def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
         out.string(ssh.get(key), naming.sub(place, key))
     target = ssh.get("target")
     if isinstance(target, str) and target.strip():
-        out.raw(ssh_target_problem(target, naming.sub(place, "target")))
+        where = naming.sub(place, "target")
+        out.raw(ssh_target_problem(target, str(where)), where)
     out.port(ssh.get("port"), naming.sub(place, "port"))
     options = ssh.get("options")
     if options is None:
@@ -257,13 +233,13 @@ def _check_ssh(ssh: Any, place: str, naming: Naming, out: _Problems) -> None:
         return
     for position, item in enumerate(options):
         if not isinstance(item, str) or "=" not in item:
-            out.add(f"{naming.sub(place, 'options')}[{position}]", f"must be a Key=Value string, got {kind(item)}",
+            out.add(naming.sub(place, "options").sub(f"[{position}]"), f"must be a Key=Value string, got {kind(item)}",
                     'write each option as a string, e.g. "ConnectTimeout=5"')
         else:
-            out.string(item, f"{naming.sub(place, 'options')}[{position}]")
+            out.string(item, naming.sub(place, "options").sub(f"[{position}]"))
 
 
-def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
+def _check_local_devices(devices: Any, place: Place, out: _Problems) -> None:
     fix = "use `all` or a list of GPU indices like [0, 1]"
     if devices == "all":
         return
@@ -277,7 +253,7 @@ def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
         out.add(place, "is an empty list; a worker needs at least one device", fix)
     bad = [(i, d) for i, d in enumerate(devices) if not _is_int(d) or not 0 <= d <= 255]
     for position, item in bad[:3]:
-        out.add(f"{place}[{position}]", f"must be a GPU index 0-255, got {kind(item)}", fix)
+        out.add(place.sub(f"[{position}]"), f"must be a GPU index 0-255, got {kind(item)}", fix)
     if len(bad) > 3:
         out.add(place, f"{len(bad) - 3} more entries are not GPU indices 0-255", fix)
     dupes = sorted({d for d in devices if _is_int(d) and devices.count(d) > 1})
@@ -286,16 +262,16 @@ def _check_local_devices(devices: Any, place: str, out: _Problems) -> None:
                 "list every device once")
 
 
-def _check_arch(arch: Any, place: str, out: _Problems) -> None:
+def _check_arch(arch: Any, place: Place, out: _Problems) -> None:
     # A variant is a directory under <path>/libtorch/; anything else builds against a stranger's tree.
     if isinstance(arch, str):
-        out.raw(relative_path_problem(arch, place, "<path>/libtorch/", allow_empty=False))
+        out.raw(relative_path_problem(arch, str(place), "<path>/libtorch/", allow_empty=False), place)
 
 
-def _check_abs_path(path: Any, place: str, what: str, out: _Problems) -> None:
+def _check_abs_path(path: Any, place: Place, what: str, out: _Problems) -> None:
     # The launcher cds there and execs under it: relative or control characters fail after every build.
     if isinstance(path, str) and path.strip() and "\0" not in path:
-        out.raw(absolute_path_problem(path, place, what))
+        out.raw(absolute_path_problem(path, str(place), what), place)
 
 
 def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Problems) -> None:
@@ -304,7 +280,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
         return
     host = worker.get("host")
 
-    def at(key: str) -> str:
+    def at(key: str) -> Place:
         return naming.worker(index, host, key)
 
     if "ranks" in worker:
@@ -314,7 +290,7 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
     out.string(host, at("host"), required=True, what="the worker's hostname")
     if isinstance(host, str) and host.strip():
         # It names a directory under target/cluster/ and reaches ssh: nothing but a plain name.
-        out.raw(host_name_problem(host, at("host")))
+        out.raw(host_name_problem(host, str(at("host"))), at("host"))
     _check_local_devices(worker.get("local_devices"), at("local_devices"), out)
     nic = worker.get("nccl_socket_ifname")
     if nic is not None and not isinstance(nic, str):
@@ -336,10 +312,15 @@ def _check_worker(index: int, worker: Any, many: bool, naming: Naming, out: _Pro
 
 
 def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
-    """Every problem of a ``cluster:`` block, in fdl-cli's order; [] when it is valid."""
+    """Every problem of a ``cluster:`` block as text, in fdl-cli's order; [] when it is valid."""
+    return texts(cluster_findings(cluster, naming))
+
+
+def cluster_findings(cluster: Any, naming: Naming = INVENTORY) -> list[Problem]:
+    """Every problem of a ``cluster:`` block, in fdl-cli's order, each with its worker; [] when it is valid."""
     out = _Problems()
     if not isinstance(cluster, Mapping):
-        out.add("cluster", f"must be a map, got {kind(cluster)}")
+        out.add(Place("cluster"), f"must be a map, got {kind(cluster)}")
         return out.items
     out.unknown_keys(cluster, CLUSTER_KEYS, naming.cluster)
     controller = cluster.get("controller")
@@ -392,6 +373,6 @@ def cluster_problems(cluster: Any, naming: Naming = INVENTORY) -> list[str]:
                         "each machine appears once, with all its GPUs in local_devices (the launcher refuses "
                         "duplicate hosts)")
             seen.setdefault(host, index)
-    for problem in same_machine_problems(workers, lambda i, h: naming.worker(i, h, "ssh")):
-        out.raw(problem)
+    for index, problem in same_machine_findings(workers, lambda i, h: str(naming.worker(i, h, "ssh"))):
+        out.raw(problem, naming.worker(index, workers[index].get("host"), "ssh"))
     return out.items

@@ -53,7 +53,10 @@ EVENTS_CALLBACK = textwrap.dedent(
         def _record(self, event, result):
             host = getattr(result, "host", None) or result._host
             task = getattr(result, "task", None) or result._task
-            self.events.append({"event": event, "host": host.get_name(), "task": task.get_name()})
+            data = getattr(result, "result", None)
+            data = data if isinstance(data, dict) else result._result
+            self.events.append({"event": event, "host": host.get_name(), "task": task.get_name(),
+                                "run_model_use": data.get("run_model_use")})
 
         def v2_runner_on_ok(self, result, **kwargs):
             self._record("runner_on_ok", result)
@@ -250,9 +253,25 @@ def test_user_and_key_from_ansible_settings_reach_probe_and_topology(
     inv = tmp_path / "inv.json"
     inv.write_text(json.dumps(data, indent=2))
 
+    plugins = tmp_path / "callbacks"
+    plugins.mkdir()
+    (plugins / "flodl_test_events.py").write_text(EVENTS_CALLBACK)
+    events_file = tmp_path / "events.json"
     proc = _play(installed_collection, inv, "cluster_train", "--check",
-                 "-u", "flodltest", "--private-key", str(cluster.key_path))
+                 "-u", "flodltest", "--private-key", str(cluster.key_path), env={
+                     "ANSIBLE_CALLBACK_PLUGINS": str(plugins), "ANSIBLE_CALLBACKS_ENABLED": "flodl_test_events",
+                     "FLODL_TEST_EVENTS": str(events_file)})
     assert proc.returncode == 0, proc.stdout
+    # One run model: the preflight step validated the run and resolved each worker's connection once; the
+    # prebuild and launch steps took its model as it is.
+    used = {e["task"].split(" : ")[-1]: e["run_model_use"] for e in json.loads(events_file.read_text())["events"]
+            if e["run_model_use"]}
+    assert used["Preflight | Probe every worker in one parallel round trip"] == {
+        "source": "built", "validations": 1, "connections_resolved": 3}, used
+    assert used["Prebuild | Build on the build host (docker compose or cargo)"]["source"] == "flodl_preflight_run", used
+    assert used["Launch | Prepare the launcher environment"]["source"] == "flodl_preflight_run", used
+    assert sum(u["validations"] for u in used.values()) == 1 and len(used) == 3, used
+    assert sum(u["connections_resolved"] for u in used.values()) == 3, used
     assert task_results(proc.stdout, PREFLIGHT_RESULT) == {"h1": "ok", "h2": "ok", "h3": "ok"}
     # The probe logged in as flodltest, once per host.
     for h in cluster:

@@ -54,9 +54,14 @@ def test_run_problems_checks_worker_options_on_each_worker_and_the_rest_once():
 
 
 def test_uncovered_drops_what_the_runs_own_rules_already_said_about_that_subject():
+    from ansible_collections.flodl.cluster.plugins.module_utils.problems import worded
+
     found = {"flodl_tunnel": ["argument 'flodl_tunnel' is of type str"], "flodl_path": ["missing required arguments: flodl_path"]}
-    ours = ["host gpu-b (worker 2): flodl_tunnel: must be true or false, got a string (\"maybe\")",
-            "host gpu-c (worker 1): flodl_path: must be a string"]
-    left = argspec.uncovered(found, ["host h2 ", "host gpu-b "], ours, "host h2")
+    ours = [worded("host gpu-b (worker 2): flodl_tunnel: must be true or false, got a string (\"maybe\")", 2, "flodl_tunnel"),
+            worded("host gpu-c (worker 1): flodl_path: must be a string", 1, "flodl_path"),
+            # The text names flodl_path and this worker, but the problem is the run's: it covers nothing here.
+            worded("controller: flodl_path of host gpu-b is odd", None, "flodl_cmd")]
+    left = argspec.uncovered(found, 2, ours, "host h2")
     # flodl_tunnel is covered for this worker; flodl_path was said of another worker only.
-    assert left == ["host h2: missing required arguments: flodl_path"]
+    assert [p.text() for p in left] == ["host h2: missing required arguments: flodl_path"]
+    assert left[0].worker == 2 and left[0].variable == "flodl_path"

@@ -317,14 +317,16 @@ def test_phase_options_are_the_union_of_the_roles_specs():
 
 
 def test_spec_problem_only_the_spec_knows_is_reported_on_its_worker(monkeypatch):
-    from ansible_collections.flodl.cluster.plugins.plugin_utils import context
+    from ansible_collections.flodl.cluster.plugins.plugin_utils import run_reader, run_rules
 
     def strict(phases):
-        return {**context.argspec.union_options([context.role_options("preflight")]),
+        return {**run_rules.argspec.union_options([run_rules.role_options("preflight")]),
                 "flodl_widgets": {"type": "int"}}  # a worker option our own rules do not know
 
-    monkeypatch.setattr(context, "phase_options", strict)
-    monkeypatch.setattr(context, "WORKER_VARS", (*context.WORKER_VARS, "flodl_widgets"))
+    monkeypatch.setattr(run_rules, "phase_options", strict)
+    widened = (*run_rules.WORKER_VARS, "flodl_widgets")
+    monkeypatch.setattr(run_rules, "WORKER_VARS", widened)
+    assert run_reader.rules.WORKER_VARS is widened
     workers = {k: dict(v) for k, v in WORKERS.items()}
     workers["gpu-b"]["flodl_widgets"] = "many"
     with pytest.raises(TopologyError) as exc:
@@ -352,30 +354,29 @@ def test_run_level_problems_belong_to_no_worker():
     assert any(p.startswith("controller: flodl_cmd is required") for p in exc.value.problems)
 
 
-def test_attribute_to_workers_by_index_and_by_logical_name():
-    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import attribute_to_workers
-
-    order = ["gpu-c", "ctl-box", "gpu-b"]
-    found = attribute_to_workers([
-        "host gpu-a (worker 1): flodl_path: must be a string",
-        "host gpu-a: ansible_ssh_extra_args: -F is not supported",
-        "host gpu-b: ansible_ssh_extra_args: -F is not supported",
-        "host ? (worker 7): out of range",
-        "controller: flodl_cmd is required",
-        "cluster: two workers share a name",
-    ], order, {"gpu-a": "ctl-box", "gpu-b": "gpu-b", "gpu-c": "gpu-c"})
-    assert found == {
-        "ctl-box": ["host gpu-a (worker 1): flodl_path: must be a string",
-                    "host gpu-a: ansible_ssh_extra_args: -F is not supported"],
-        "gpu-b": ["host gpu-b: ansible_ssh_extra_args: -F is not supported"],
-    }
+def test_a_problem_belongs_to_its_worker_by_value_not_by_its_text():
+    """A worker named like another worker's message is still attributed by the problem's own worker field."""
+    workers = {k: dict(v) for k, v in WORKERS.items()}
+    names = list(workers)
+    # The first worker's logical name mimics a message about the last one; the last one's devices are bad.
+    workers[names[0]]["flodl_host"] = f"{names[-1]} (worker 0)"
+    workers[names[-1]]["flodl_local_devices"] = "half"
+    with pytest.raises(TopologyError) as exc:
+        build_context(task_vars(workers), None, ["preflight"])
+    per_host = exc.value.per_host or {}
+    assert any("flodl_local_devices" in p for p in per_host.get(names[-1], [])), per_host
+    assert not any("flodl_local_devices" in p for p in per_host.get(names[0], [])), per_host
 
 
-def test_attribute_a_worker_whose_name_has_spaces_by_index():
-    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import attribute_to_workers
+def test_refusal_attributes_problems_by_their_worker_index():
+    from ansible_collections.flodl.cluster.plugins.module_utils.problems import worded
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.run_reader import _refusal
 
     problem = "host -oProxyCommand=touch /tmp/x (worker 1): flodl_host starts with '-'"
-    assert attribute_to_workers([problem], ["h1", "h2"], {}) == {"h2": [problem]}
+    exc = _refusal([worded(problem, 1), worded("controller: flodl_cmd is required")], ["h1", "h2"])
+    assert exc.per_host == {"h2": [problem]}
+    assert exc.problems == [problem, "controller: flodl_cmd is required"]
+    assert _refusal([worded("cluster: x")], ["h1"]).per_host is None
 
 
 def test_a_phase_that_reaches_no_worker_resolves_no_connection():
