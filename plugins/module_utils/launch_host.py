@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, data_path_script
@@ -32,8 +32,6 @@ MARK_LOCK = "__FLODL_LOCK__"
 MARK_OLD = "__FLODL_LOCK_OLD__"
 MARK_GPUS = "__FLODL_LH_GPUS__"
 MARK_END = "__FLODL_LH_END__"
-# What the lock step reports; "taken", "stale" (taken over) and "ours" mean this run holds it.
-HELD_BY_US = frozenset({"taken", "stale", "ours"})
 _SAFE = "A-Za-z0-9._-"
 
 _IDENTITY = (
@@ -130,7 +128,6 @@ class SessionFacts:
     lock_state: str | None = None
     old_lock: bytes | None = None
     complete: bool = False
-    lines: list[str] = field(default_factory=list)
 
 
 def parse_session(stdout: str) -> SessionFacts:

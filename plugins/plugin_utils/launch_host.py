@@ -139,6 +139,8 @@ def finish(session: Session, project_dir: str, timeout: float, inventory_hint: s
         errors += [error] if error else []
         warnings += [warning] if warning else []
     session.stderr.close()
+    if session.proc.stdout is not None:
+        session.proc.stdout.close()
     return SessionResult(session.host, facts, parse_reach(stdout), errors, warnings, session.forwarding)
 
 

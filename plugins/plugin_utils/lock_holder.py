@@ -35,9 +35,11 @@ def _alive(pid: int) -> bool:
 
 def hold(playbook_pid: int, end_mark: bytes, argv: list[str]) -> int:
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdin is not None
+    source, sink = proc.stdout, proc.stdin
+    if source is None or sink is None:
+        return 2
     out = sys.stdout.buffer
-    for line in iter(proc.stdout.readline, b""):
+    for line in iter(source.readline, b""):
         out.write(line)
         out.flush()
         if line.strip() == end_mark:
@@ -46,11 +48,11 @@ def hold(playbook_pid: int, end_mark: bytes, argv: list[str]) -> int:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.close(null)
-    threading.Thread(target=lambda: proc.stdout.read(), daemon=True).start()  # never let ssh block on output
+    threading.Thread(target=source.read, daemon=True).start()  # never let ssh block on its output
     while proc.poll() is None and _alive(playbook_pid):
         time.sleep(POLL_SECONDS)
     try:
-        proc.stdin.close()
+        sink.close()
     except OSError:
         pass
     try:
