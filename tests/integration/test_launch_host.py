@@ -232,25 +232,29 @@ exec sleep 600
 
 def test_a_second_job_from_another_pod_is_refused_during_the_first_ones_prebuild(
         installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """Two AWX jobs, each in its own pod, with h1 as the launch host: the lock lives on h1, not in a pod.
+
+    The first pod builds (it sees the project, with a cargo that never ends); the second does not see the
+    project at all. Deleting the first pod (SIGKILL of all it runs) releases the lock on h1.
+    """
     from pod import Pod
 
     tools, marker = netns_shared_dir / "slow-bin", netns_shared_dir / "cargo-started"
     tools.mkdir()
     (tools / "cargo").write_text(SLOW_CARGO.format(marker=marker))
     (tools / "cargo").chmod(0o755)
-    # The controller's data path is the project: there on h1 (the shared mount), absent from the pod.
+    # The controller's data path is the project: there on h1 (the shared mount), absent from the second pod.
     project, inv = _setup(cluster3, netns_shared_dir, tmp_path, flodl_launch_command=STANDIN,
                           flodl_controller_data_path=str(netns_shared_dir / "proj"),
                           flodl_prebuild_env={"PATH": f"{tools}:/usr/bin:/bin"})
     lock = project / "target/cluster/run.lock"
-    first = subprocess.Popen(
-        [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"],
-        env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(first.stdout.readline, "")), daemon=True)
-    reader.start()
-    try:
+    argv = [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"]
+    with Pod(cluster3) as first_pod, Pod(cluster3, hide=[str(project)]) as second_pod:
+        first = first_pod.spawn(argv, env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(first.stdout.readline, "")), daemon=True)
+        reader.start()
         deadline = time.monotonic() + 150
         while not marker.exists():
             assert first.poll() is None, "".join(lines)
@@ -258,35 +262,25 @@ def test_a_second_job_from_another_pod_is_refused_during_the_first_ones_prebuild
             time.sleep(0.2)
         held = json.loads(lock.read_text())  # written on h1, in the shared project
         assert held["controller_host"] == "h1", held
-        with Pod(cluster3, hide=[str(project)]) as pod:
-            second = pod.spawn([ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
-                                "-e", "flodl_launch_host=h1"],
-                               env=installed_collection.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-            out, _ = second.communicate(timeout=180)
+        second = second_pod.spawn(argv, env=installed_collection.env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        out, _ = second.communicate(timeout=180)
         print(out)
         assert second.returncode != 0
         assert f"another run of project {project} is live on controller h1 (run lock held by pid {held['pid']}" in out
         assert f"run id {held['run_id']}" in out
         assert "Prebuild |" not in out  # refused before its builds
-        # The controller's data path was checked on h1, where it exists (it is absent from the pod).
+        # The controller's data path was checked on h1, where it exists (it is absent from the second pod).
         assert f"controller h1: error — local checks, data {project} ok" in out
         assert f"data path {project} is missing" not in out
         assert json.loads(lock.read_text()) == held
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGTERM)
-        first.wait(timeout=60)
-        try:
-            os.kill(int(marker.read_text()), signal.SIGKILL)  # the stand-in cargo, by its pid
-        except (OSError, ValueError):
-            pass
-    reader.join(timeout=5)
-    # The first job ended: its session on h1 released the lock.
-    deadline = time.monotonic() + 10
-    while lock.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not lock.exists(), "the lock outlived its job"
+        first_pod.kill()  # the first job's pod deleted: its ssh to h1 dies with it
+        reader.join(timeout=5)
+        deadline = time.monotonic() + 10
+        while lock.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        print("".join(lines))
+        assert not lock.exists(), "the lock outlived its job's pod"
 
 
 def test_an_unknown_launch_host_key_fails_preflight(installed_collection, cluster3, netns_shared_dir, tmp_path):
