@@ -206,4 +206,3 @@ def reachable_problem(host: str, target: str, host_key: str | None, why: str) ->
             "launch would fail after every build. Fix: verify the key out of band and record it "
             f"(`ssh-keyscan -H {always_quote(target)} >> ~/.ssh/known_hosts` on the job's side; under AWX in the "
             "execution environment's known_hosts or the flodl known_hosts credential).")
-

@@ -100,8 +100,9 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
 
 def _read_until_eof(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bool]:
     """The holder's stdout up to its end (it closes it after the end sentinel); (data, timed out)."""
-    assert proc.stdout is not None
     chunks: list[bytes] = []
+    if proc.stdout is None:
+        return b"", False
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         while True:
