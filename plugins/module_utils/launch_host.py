@@ -20,7 +20,6 @@ saying so. Pure parts only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock

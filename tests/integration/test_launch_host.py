@@ -264,7 +264,7 @@ def test_a_second_job_from_another_pod_is_refused_during_the_first_ones_prebuild
         assert held["controller_host"] == "h1", held
         second = second_pod.spawn(argv, env=installed_collection.env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
-        out, _ = second.communicate(timeout=180)
+        out = second.communicate(timeout=180)[0]
         print(out)
         assert second.returncode != 0
         assert f"another run of project {project} is live on controller h1 (run lock held by pid {held['pid']}" in out
