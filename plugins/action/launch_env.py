@@ -27,6 +27,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     read_run,
     var,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import launch_host_facts
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 
 display = Display()
@@ -88,11 +89,14 @@ class ActionModule(ActionBase):
                 host_user = launch_ssh(self, task_vars, remote).get("user") or host_user
             except RemoteLaunchError as exc:
                 return fail_result(result, [f"controller: {exc}"])
+        facts = launch_host_facts(preflight, remote)
         inputs = launch_io.launch_inputs(
             ctx, gpu_counts=counts, host_user=host_user, docker_service=docker_service,
             container_root=args["container_root"], envelope_text=envelope_text, testing=bool(testing),
             guarded=guard is not None, ssh_reuse_dir=None if remote else reuse_dir,
-            ansible_verbosity=display.verbosity)
+            ansible_verbosity=display.verbosity, local_counts=facts[1] if remote else None)
+        if remote:
+            inputs.hostname = facts[0]  # the launch host's identity, from its preflight session
         try:
             # One render, measured: the env registered for the launch command is the one checked here.
             # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS): no name costs a DNS timeout.

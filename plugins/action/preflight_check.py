@@ -11,13 +11,15 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight as 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, run_handoff, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
     WORKERS_GROUP,
     fail_result,
-    launch_host_probe,
+    launch_host_of,
     read_run,
     run_lock_enabled,
 )
@@ -54,14 +56,21 @@ class ActionModule(ActionBase):
         too_big = launch_precheck.size_problems(self, task_vars, ctx, phases)
         if too_big:
             return fail_result(result, too_big)
-        # A launch follows in this run: one run of a project at a time, until ansible-playbook exits.
-        _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if "launch" in phases else (False, None)
+        # A launch follows in this run: one run of a project at a time, until ansible-playbook exits. With a
+        # launch host the lock is taken there, in its session (plugin_utils.launch_host), read with the sweep.
+        remote = launch_host_of(task_vars, self._templar) if "launch" in phases else None
+        locking = "launch" in phases and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
+        _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if locking and not remote else (False, None)
         if refusal:
             return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
 
         build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
         live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
-        launch_host = launch_host_probe(self, task_vars, ctx) if "launch" in phases else None
+        try:
+            launch_host = lhio.start(self, task_vars, ctx, lock=locking, gpus=True) \
+                if remote else None
+        except RemoteLaunchError as exc:
+            return fail_result(result, [f"controller: {exc}"])
         # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
         reuse_dir = sshreuse_io.reuse_dir_for(self, task_vars, ctx, phases) if launch_host is None else None
         found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
@@ -70,7 +79,8 @@ class ActionModule(ActionBase):
         controller = found["controller"]
         data, lines = pf.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],
-            check=bool(self._task.check_mode), controller_identity=ctx.controller_identity, prebuild=ctx.prebuild,
+            check=bool(self._task.check_mode), prebuild=ctx.prebuild,
+            controller_identity=(found.get(lhio.RESULT_KEY) or {}).get("identity") or ctx.controller_identity,
             build_host=ctx.build_host)
         for warning in data["warnings"]:
             display.warning(warning)
@@ -83,6 +93,8 @@ class ActionModule(ActionBase):
         handoff = "failure" not in data and not controller.get("errors")
         result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names),
                       **run_handoff.fields(ctx, with_model=handoff))
+        if lhio.RESULT_KEY in found:
+            result[lhio.RESULT_KEY] = found[lhio.RESULT_KEY]
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
             result.update(failed=True, msg=pf.failure_message([controller], data["warnings"]))

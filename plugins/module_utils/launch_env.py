@@ -343,7 +343,9 @@ class LaunchInputs:
     holding ``fdl.yml`` (default: ``project_root``), where the command runs
     and what a relative identity file is joined to on a native launch.
     ``libtorch`` is :func:`libtorch_env.libtorch_env`'s result, added as is.
-    ``controller_identity`` becomes ``HOSTNAME`` unless the caller has one.
+    ``controller_identity`` becomes ``HOSTNAME`` unless the caller has one; ``hostname``, when given,
+    replaces it there (the launch host's identity: the play's own name is not the controller's), and
+    an empty one exports none.
     ``testing_cluster`` (fdl-cli's behaviour, on by default) sets
     ``FLODL_TESTING_CLUSTER_JSON``; turn it off to leave the variable out.
     """
@@ -370,6 +372,7 @@ class LaunchInputs:
     cmd_run: str | None = None  # the command's run: line (fdl-cli runs it from the project root)
     connect_timeout: int = 0  # ConnectTimeout for the launcher's ssh to each worker (module_utils.connect_bound); 0: none
     verbosity: str | None = None  # FLODL_VERBOSITY from Ansible's -v (module_utils.ansible_flags); None: not added
+    hostname: str | None = None  # HOSTNAME from the launch host (None: controller_identity; "": none)
 
 
 @dataclass
@@ -473,8 +476,10 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
         env[ENV_VERBOSITY] = inputs.verbosity
     if testing_hex is not None:
         env[ENV_TESTING_CLUSTER_JSON] = testing_hex
-    if inputs.controller_identity and ENV_HOSTNAME not in inputs.controller_env:
-        env[ENV_HOSTNAME] = inputs.controller_identity
+    exported_name = inputs.controller_identity if inputs.hostname is None else inputs.hostname
+    # A launch host's own HOSTNAME is its own: only a local launch inherits one from this environment.
+    if exported_name and (inputs.hostname is not None or ENV_HOSTNAME not in inputs.controller_env):
+        env[ENV_HOSTNAME] = exported_name
     env.update(inputs.libtorch)
 
     overlay_path = overlay = None

@@ -12,6 +12,7 @@ The lock file is never trusted: it lives in a shared project and anyone may have
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import secrets
@@ -50,6 +51,40 @@ class LockRecord:
 
 def new_run_id() -> str:
     return secrets.token_hex(8)
+
+
+def playbook_run_id(host: str, pid: int, pid_start: str) -> str:
+    """The run id of one ansible-playbook process: the same for every step of that run, never for another.
+
+    ``pid_start`` is the process's start time as the kernel gives it (``/proc/<pid>/stat`` field 22), so
+    a reused pid gets another id.
+    """
+    return hashlib.sha256(f"{host}\0{pid}\0{pid_start}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def lock_path(project_dir: str) -> str:
+    return f"{project_dir.rstrip('/') or ''}/{LOCK_FILE_REL}"
+
+
+def field_sed(key: str, pattern: str) -> str:
+    """A quoted ``sed -n`` program printing a JSON field of a one-line lock record (BRE, one group)."""
+    return always_quote('s/.*"' + key + '": *' + pattern + '.*/\\1/p')
+
+
+RUN_ID_SED = field_sed("run_id", '"\\([0-9a-f]*\\)"')
+
+
+def release_script(project_dir: str, run_id: str) -> str:
+    """POSIX sh removing the project's run lock when ``run_id`` holds it, and only then.
+
+    A fragment for any script on the lock's host (the holder session that took it, a launch wrapper
+    that outlives its job): it reads the lock's run id, never follows a link, never fails.
+    """
+    if not run_id or any(ch not in "0123456789abcdef" for ch in run_id):
+        raise ValueError("release_script needs a run id of lowercase hex digits")
+    f = always_quote(lock_path(project_dir))
+    rid = f"$(head -c {MAX_LOCK_BYTES} {f} 2>/dev/null | tr -d '\\n' | sed -n {RUN_ID_SED})"
+    return f'if [ -f {f} ] && [ ! -L {f} ] && [ "{rid}" = {run_id} ]; then rm -f {f}; fi'
 
 
 def parse_lock(data: bytes | str) -> tuple[LockRecord | None, str | None]:

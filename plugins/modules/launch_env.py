@@ -21,6 +21,9 @@ description:
   - Validates the whole run first (same rules as M(flodl.cluster.topology)); nothing is contacted when it is invalid.
   - GPU counts of C(flodl_local_devices=all) workers come from the preflight result (C(flodl_preflight_run)); workers it
     does not cover are counted by one parallel ssh sweep (the fdl-cli GPU script).
+  - With O(launch_host) another machine, C(HOSTNAME) is that host's identity and the controller's own GPU count is
+    that host's, both from its preflight session (C(flodl_preflight_run.launch_host)); without one in the play,
+    no C(HOSTNAME) is exported (never the play machine's).
   - Recursion guard - when the controller environment already holds C(FLODL_INTERNAL_CLUSTER_JSON) or
     C(FLODL_INTERNAL_AGENT_JSON), nothing is prepared and the command runs plainly, with a warning.
   - When the launch command runs through C(docker compose) and workers have addresses, writes

@@ -16,6 +16,11 @@ description:
     no host is contacted.
   - Checks the controller's data path (C(flodl_controller_data_path), else the convention C(/flodl/data))
     locally, without ssh. A worker whose logical host is the controller's identity is covered by that check.
+  - With C(flodl_launch_host) in a play that launches, the launch host is the controller. One ssh session
+    there, in parallel with the workers' probes and with C(StrictHostKeyChecking=yes) after that host's own
+    options, takes the run lock on its filesystem, checks the controller's data path and GPU count there,
+    reads its identity and checks that the launcher there reaches every worker. The session holds the lock
+    until ansible-playbook ends. A refused lock, an unknown or changed key, or no answer fails this task.
   - Runs exactly one ssh per remote worker, all in parallel, with flodl's own ssh argv
     (C(-p), C(-l), C(-i), the user's C(-o) options, then C(-T -o BatchMode=yes -o ConnectTimeout=5)) and a
     POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and
@@ -87,7 +92,9 @@ check_mode:
   returned: when the configuration is valid
   type: bool
 controller_identity:
-  description: The controller's cluster name (C(FLODL_HOST_NAME), else its hostname).
+  description:
+    - The controller's cluster name (C(FLODL_HOST_NAME), else its hostname); with C(flodl_launch_host), the
+      launch host's, as its session told it.
   returned: when the configuration is valid
   type: str
 prebuild:
@@ -104,9 +111,20 @@ build_arch:
   type: str
   sample: x86_64
 controller:
-  description: The controller's local check (same keys as a host, plus C(controller=true)).
+  description:
+    - The controller's own check (same keys as a host, plus C(controller=true)). With C(flodl_launch_host) it
+      ran on the launch host (C(launch_host) names it), and its C(errors) include the run lock's refusal and a
+      failed session (an unknown host key, no answer).
   returned: when the configuration is valid
   type: dict
+launch_host:
+  description:
+    - What the launch step takes from the launch host's session, with C(flodl_launch_host) in a play that
+      launches; C(host) (inventory name), C(identity) (exported as C(HOSTNAME)), C(gpus) (C({nvidia, amd}) or
+      null).
+  returned: when the launch host's session answered
+  type: dict
+  sample: {host: ctl, identity: ctl-box, gpus: {nvidia: 0, amd: 0}}
 hosts:
   description:
     - Per worker of the play (inventory order), keyed by logical host name. C(status) is ok, warning, error or

@@ -20,12 +20,11 @@ from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
     RemoteLaunchError,
     env_payload,
-    reach_script,
     wrapper_script,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext, to_model
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection, derive_worker_ssh
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
+from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
@@ -175,17 +174,3 @@ def launch_ssh(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str
         # The launcher there reaches the workers with the job's own key (AWX machine credential, ssh-agent).
         ssh["options"] = [*ssh.get("options", []), "ForwardAgent=yes"]
     return ssh
-
-
-def launch_host_probe(action: Any, task_vars: Mapping[str, Any], ctx: RunContext) -> tuple[str, list[str]] | None:
-    """(launch host, argv) checking from the launch host that the launcher can reach every worker."""
-    host = launch_host_of(task_vars, action._templar)
-    if host is None:
-        return None
-    ssh = launch_ssh(action, task_vars, host)
-    argvs = {
-        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_dir, connect_timeout=ctx.connect_timeout)
-        for w in ctx.remotes
-        if ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
-    }
-    return host, probe_argv({"host": host, "ssh": ssh}, reach_script(argvs))

@@ -20,11 +20,11 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import bina
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, is_local_host, ssh_block_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
-LAUNCH_HOST_JOB = "\x00launch-host"
 
 
 def local_data_path_state(path: str) -> tuple[bool, bool]:
@@ -47,10 +47,23 @@ def local_gpu_text() -> str:
     return proc.stdout
 
 
-def controller_report(ctx: RunContext) -> dict[str, Any]:
+def controller_report(ctx: RunContext, launch: lhio.SessionResult | None = None) -> dict[str, Any]:
+    """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
     path, declared = effective_data_path(ctx.cluster["controller"])
-    is_dir, readable = local_data_path_state(path)
-    report = pf.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+    if launch is None:
+        is_dir, readable = local_data_path_state(path)
+        report = pf.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+    elif not launch.facts.complete:
+        report = pf.controller_report(launch.host, path, declared, True, True)
+        report["data_path"]["state"] = "unknown"
+    else:
+        report = pf.controller_report(launch.facts.identity or launch.host, path, declared,
+                                      bool(launch.facts.dir_ok), bool(launch.facts.read_ok))
+    if launch is not None:
+        report["launch_host"] = launch.host
+        report["errors"] = [*launch.errors, *report["errors"]]
+        report["warnings"] = [*launch.warnings, *report["warnings"]]
+        report["status"] = pf.STATUS_ERROR if report["errors"] else report["status"]
     report["controller"] = True
     return report
 
@@ -63,18 +76,17 @@ def sweep(
     timeout: float,
     max_parallel: int,
     live_binaries: Mapping[str, str] | None = None,
-    launch_host: tuple[str, list[str]] | None = None,
+    launch_host: lhio.Session | None = None,
     reuse_dir: str | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
     ``live_binaries`` (host -> absolute rank binary) adds the run-lock check to the same probe: is
     another run's rank already running there? ``reuse_dir``: each probe leaves a master connection
-    there for the launcher's fan-out (module_utils.sshreuse).
+    there for the launcher's fan-out (module_utils.sshreuse). ``launch_host``: its session, started
+    before (plugin_utils.launch_host), read once the workers answered.
     """
     live_binaries = live_binaries or {}
-    launch_name, launch_argv = launch_host if launch_host else (None, None)
-    controller = controller_report(ctx)
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
     for worker in ctx.remotes:
@@ -89,8 +101,6 @@ def sweep(
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
         jobs[BUILD_HOST_JOB] = build_host_argv
-    if launch_argv is not None:
-        jobs[LAUNCH_HOST_JOB] = launch_argv
     results = run_parallel(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
@@ -104,14 +114,9 @@ def sweep(
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
             )
 
-    reach: dict[str, tuple[int, str]] | None = None
-    if LAUNCH_HOST_JOB in results:
-        probe = results.pop(LAUNCH_HOST_JOB)
-        if probe.ok:
-            reach = remote_launch.parse_reach(probe.stdout)
-        else:
-            why = probe.error or pf.last_line(probe.stderr) or f"exit {probe.returncode}"
-            warnings.append(f"launch host {launch_name}: could not check that it reaches the workers ({why})")
+    launch = lhio.finish(launch_host, ctx.project_dir, timeout) if launch_host is not None else None
+    controller = controller_report(ctx, launch)
+    reach = launch.reach if launch is not None and launch.facts.complete else None
     reports: dict[str, dict[str, Any]] = {}
     for worker in ctx.cluster["workers"]:
         host = worker["host"]
@@ -130,14 +135,17 @@ def sweep(
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
         if reach is not None and host in reach and reach[host][0] != 0:
             report["errors"].append(remote_launch.unreachable_from_launch_host(
-                str(launch_name), host, reach[host][0], reach[host][1], "ForwardAgent=yes" in launch_argv))
+                launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
             report["status"] = pf.STATUS_ERROR
         running = runlock.parse_running(res.stdout) if host in live_binaries and res.ok else None
         if running:
             report["errors"].append(runlock.refusal_message(ctx.project_dir, {host: running}))
             report["status"] = pf.STATUS_ERROR
         reports[host] = report
-    return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
+    found = {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
+    if launch is not None and not launch.errors:
+        found[lhio.RESULT_KEY] = lhio.result_fields(launch)
+    return found
 
 
 def live_binaries(ctx: RunContext) -> dict[str, str]:

@@ -22,7 +22,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import make_dirs_under
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError, atomic_write, create_exclusive
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import launch_host_of, read_run, run_lock_enabled
 from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import pid_alive
 
 display = Display()
@@ -73,6 +75,8 @@ def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str)
     """
     if action._task.check_mode or not run_lock_enabled(task_vars, action._templar):
         return False, None
+    if launch_host_of(task_vars, action._templar) is not None:
+        return _lock_on_launch_host(action, task_vars, project_dir)
     try:
         refusal, warnings = take_lock(project_dir, socket.gethostname(), os.getppid())
     except UnsafePathError as exc:
@@ -80,3 +84,18 @@ def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str)
     for warning in warnings:
         display.warning(warning)
     return refusal is None, refusal
+
+
+def _lock_on_launch_host(action: Any, task_vars: Mapping[str, Any], project_dir: str) -> tuple[bool, str | None]:
+    """The same lock on the launch host (the controller there), in a session of its own that holds it."""
+    try:
+        session = lhio.start(action, task_vars, read_run(action, task_vars, ["launch"], connections=False),
+                             lock=True, reach=False)
+    except RemoteLaunchError as exc:
+        return False, f"controller: {exc}"
+    if session is None:
+        return False, None
+    found = lhio.finish(session, project_dir, 30.0)
+    for warning in found.warnings:
+        display.warning(warning)
+    return not found.errors, "; ".join(found.errors) or None

@@ -220,3 +220,82 @@ def test_a_launch_timeout_stops_the_run_and_cleans_the_workers(
     assert took < 150, took
     assert rank_processes(f"{project}/target/cluster/") == []  # the orphan cleanup ran before the play ended
     assert not _launchers(project)
+
+
+# --------------------------------------------------------------------------- the launch host is the controller
+
+SLOW_CARGO = """#!/bin/sh
+echo "$$" > {marker}
+exec sleep 600
+"""
+
+
+def test_a_second_job_from_another_pod_is_refused_during_the_first_ones_prebuild(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """Two AWX jobs, each in its own pod, with h1 as the launch host: the lock lives on h1, not in a pod.
+
+    The first pod builds (it sees the project, with a cargo that never ends); the second does not see the
+    project at all. Deleting the first pod (SIGKILL of all it runs) releases the lock on h1.
+    """
+    from pod import Pod
+
+    tools, marker = netns_shared_dir / "slow-bin", netns_shared_dir / "cargo-started"
+    tools.mkdir()
+    (tools / "cargo").write_text(SLOW_CARGO.format(marker=marker))
+    (tools / "cargo").chmod(0o755)
+    # The controller's data path is the project: there on h1 (the shared mount), absent from the second pod.
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path, flodl_launch_command=STANDIN,
+                          flodl_controller_data_path=str(netns_shared_dir / "proj"),
+                          flodl_prebuild_env={"PATH": f"{tools}:/usr/bin:/bin"})
+    lock = project / "target/cluster/run.lock"
+    argv = [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"]
+    with Pod(cluster3) as first_pod, Pod(cluster3, hide=[str(project)]) as second_pod:
+        first = first_pod.spawn(argv, env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(first.stdout.readline, "")), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 150
+        while not marker.exists():
+            assert first.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "the first job's build never started:\n" + "".join(lines)
+            time.sleep(0.2)
+        held = json.loads(lock.read_text())  # written on h1, in the shared project
+        assert held["controller_host"] == "h1", held
+        second = second_pod.spawn(argv, env=installed_collection.env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        out = second.communicate(timeout=180)[0]
+        print(out)
+        assert second.returncode != 0
+        assert f"another run of project {project} is live on controller h1 (run lock held by pid {held['pid']}" in out
+        assert f"run id {held['run_id']}" in out
+        assert "Prebuild |" not in out  # refused before its builds
+        # The controller's data path was checked on h1, where it exists (it is absent from the second pod).
+        assert f"controller h1: error — local checks, data {project} ok" in out
+        assert f"data path {project} is missing" not in out
+        assert json.loads(lock.read_text()) == held
+        first_pod.kill()  # the first job's pod deleted: its ssh to h1 dies with it
+        reader.join(timeout=5)
+        deadline = time.monotonic() + 10
+        while lock.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        print("".join(lines))
+        assert not lock.exists(), "the lock outlived its job's pod"
+
+
+def test_an_unknown_launch_host_key_fails_preflight(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    project, inv = _setup(cluster3, netns_shared_dir, tmp_path)
+    empty = tmp_path / "known_hosts_empty"
+    empty.write_text("")
+    doc = json.loads(inv.read_text())
+    doc["all"]["children"]["flodl_workers"]["hosts"]["h1"]["ansible_ssh_common_args"] = (
+        f"-o UserKnownHostsFile={empty} -o LogLevel=ERROR -o IdentitiesOnly=yes")
+    inv.write_text(json.dumps(doc))
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_host=h1"])
+    assert proc.returncode != 0
+    ip = cluster3.host("h1").ip
+    assert f"launch host h1: ssh host-key verification failed: no host key for {ip} is in known_hosts" in proc.stdout
+    assert "Prebuild |" not in proc.stdout
+    assert not list(project.glob("target/cluster/h*/*/release/train"))
+    assert not (project / "target/cluster/run.lock").exists()

@@ -562,6 +562,16 @@ def test_hostname_added_only_when_the_caller_has_none():
     assert "HOSTNAME" not in plan.env
 
 
+def test_a_launch_hosts_identity_is_its_hostname_never_the_job_pods():
+    base = dict(cluster=explicit_cluster(), project_root="/opt/proj", cmd="train", host_user="u",
+                controller_identity="pod-7f9c", controller_env={"HOSTNAME": "pod-7f9c"})
+    plan = le.prepare_launch(le.LaunchInputs(hostname="ctl-box", **base), resolver_from({}))
+    assert plan.env["HOSTNAME"] == "ctl-box"
+    # No preflight session told it: none exported (the launch host's shell keeps its own).
+    plan = le.prepare_launch(le.LaunchInputs(hostname="", **base), resolver_from({}))
+    assert "HOSTNAME" not in plan.env
+
+
 def test_libtorch_variables_reach_native_and_compose_launches():
     lib = {"LIBTORCH_CPU_PATH": "./libtorch/precompiled/cpu", "LIBTORCH_HOST_PATH": "./libtorch/precompiled/cu128",
            "LIBTORCH_PATH": "/co/./libtorch/precompiled/cu128", "LD_LIBRARY_PATH": "/co/./libtorch/precompiled/cu128/lib",

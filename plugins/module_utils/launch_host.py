@@ -1,0 +1,207 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The launch host as the training controller: one ssh session that checks it and holds the run lock.
+
+With ``flodl_launch_host`` the play's own machine (under AWX a throwaway job pod) is not the
+controller. Preflight opens one session to the launch host that prints, between sentinels:
+
+- the controller's identity there (``FLODL_HOST_NAME``, else ``hostname``): exported as ``HOSTNAME``;
+- the controller's data path check, and its GPU count when asked;
+- the launcher's reach to every worker (module_utils.remote_launch.reach_script);
+- the run lock, taken on the launch host's own filesystem.
+
+The holder of a lock taken this way is that session's shell (its pid on the launch host): the session
+stays open while ansible-playbook lives (plugin_utils.lock_holder keeps its stdin open), then releases
+the lock (module_utils.runlock.release_script). A session cut off without the release (the job's pod
+deleted, the launch host's sshd killed) leaves a lock whose pid is gone: the next run takes it over,
+saying so. Pure parts only.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
+
+MARK_ID = "__FLODL_LH_ID__"
+MARK_LOCK = "__FLODL_LOCK__"
+MARK_OLD = "__FLODL_LOCK_OLD__"
+MARK_GPUS = "__FLODL_LH_GPUS__"
+MARK_END = "__FLODL_LH_END__"
+_SAFE = "A-Za-z0-9._-"
+
+_IDENTITY = (
+    "i=$(printf '%s' \"${FLODL_HOST_NAME:-}\" | sed 's/^[[:space:]]*//;s/[[:space:]]*$//'); "
+    '[ -n "$i" ] || i=$(hostname 2>/dev/null); [ -n "$i" ] || i=unknown-host; '
+    f'printf "{MARK_ID}=%s\\n" "$i" | head -n 1'
+)
+
+
+def _lock_function(project_dir: str, run_id: str, max_age: int) -> str:
+    """``flodl_lock``: take the lock exclusively (a hard link), or report who holds it, or take a stale one over."""
+    p = always_quote(project_dir.rstrip("/") or "/")
+    prefix = always_quote(json.dumps({"format": runlock.FORMAT, "project": project_dir, "run_id": run_id})[:-1])
+    pid_sed = runlock.field_sed("pid", "\\([0-9][0-9]*\\)")
+    host_sed = runlock.field_sed("controller_host", f'"\\([{_SAFE}]*\\)"')
+    started_sed = runlock.field_sed("started", "\\([0-9][0-9]*\\)")
+    read = f"head -c {runlock.MAX_LOCK_BYTES} \"$f\" 2>/dev/null | tr -d '\\n'"
+    say = "flodl_say "
+    return "\n".join([
+        f"flodl_say() {{ __flodl_state=$1; echo {MARK_LOCK}=$1; }}",
+        "flodl_lock() {",
+        f"  p={p}; d=\"$p/target/cluster\"; f=\"$d/run.lock\"",
+        f"  h=$(hostname 2>/dev/null); case \"$h\" in ''|*[!{_SAFE}]*) h=unknown-host;; esac",
+        f"  u=$(id -un 2>/dev/null); case \"$u\" in ''|*[!{_SAFE}]*) u=unknown;; esac",
+        f"  [ -d \"$p\" ] || {{ {say}noproject; return; }}",
+        f"  mkdir -p \"$d\" 2>/dev/null || {{ {say}unwritable; return; }}",
+        # Never through a link out of the project (<project>/target -> elsewhere).
+        f"  r=$(cd -P \"$p\" && pwd) && t=$(cd -P \"$d\" && pwd) || {{ {say}unwritable; return; }}",
+        f"  case \"$t\" in \"$r\"/*) ;; *) {say}outside; return;; esac",
+        "  tmp=\"$d/.run.lock.$$\"",
+        f"  printf '%s,\"controller_host\":\"%s\",\"user\":\"%s\",\"pid\":%s,\"started\":%s}}\\n' {prefix} "
+        "\"$h\" \"$u\" \"$$\" \"$(date +%s)\" >\"$tmp\" 2>/dev/null || { rm -f \"$tmp\"; " + say + "unwritable; return; }",
+        f"  if ln \"$tmp\" \"$f\" 2>/dev/null; then rm -f \"$tmp\"; {say}taken; return; fi",
+        "  old=; pid=; rid=; hh=; st=",
+        "  if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then",
+        f"    old=$(head -c {runlock.MAX_LOCK_BYTES + 1} \"$f\" 2>/dev/null | od -An -v -tx1 | tr -d ' \\n')",
+        f"    pid=$({read} | sed -n {pid_sed}); rid=$({read} | sed -n {runlock.RUN_ID_SED})",
+        f"    hh=$({read} | sed -n {host_sed}); st=$({read} | sed -n {started_sed})",
+        "  elif [ -d \"$f\" ] && [ ! -L \"$f\" ]; then",
+        f"    rm -f \"$tmp\"; {say}unwritable; return",
+        "  fi",
+        f"  echo {MARK_OLD}=\"$old\"",
+        f"  if [ -n \"$rid\" ] && [ \"$rid\" = {run_id} ]; then rm -f \"$tmp\"; {say}ours; return; fi",
+        # The holder on this host: its pid decides. Another host's holder: only age makes it stale.
+        "  live=",
+        "  if [ -n \"$hh\" ] && [ \"$hh\" = \"$h\" ]; then [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ] && live=1",
+        f"  elif [ -n \"$hh\" ] && [ -n \"$st\" ]; then [ $(( $(date +%s) - st )) -le {int(max_age)} ] && live=1",
+        "  fi",
+        f"  if [ -n \"$live\" ]; then rm -f \"$tmp\"; {say}held; return; fi",
+        f"  mv -f \"$tmp\" \"$f\" 2>/dev/null && {say}stale && return",
+        f"  rm -f \"$tmp\"; {say}unwritable",
+        "}",
+    ])
+
+
+def session_script(
+    project_dir: str,
+    *,
+    data_path: str,
+    reach: str | None,
+    gpus: bool,
+    run_id: str | None,
+    max_age: int = runlock.DEFAULT_MAX_AGE_SECONDS,
+) -> str:
+    """The launch host's whole session (POSIX sh). ``run_id`` None: no lock (check mode, ``flodl_run_lock=false``).
+
+    After the end sentinel a session that took the lock waits for its stdin to close, then releases it.
+    """
+    parts = ["__flodl_state="]
+    held = ""
+    if run_id is not None:
+        # First, so a refusal never waits for the checks; the holder is this shell ($$).
+        parts += [_lock_function(project_dir, run_id, max_age), "flodl_lock"]
+        # Stdout ends with the end sentinel; the release follows the close of stdin (ansible-playbook ended).
+        held = (f"\nif [ \"$__flodl_state\" = taken ] || [ \"$__flodl_state\" = stale ]; then "
+                f"exec >/dev/null 2>&1; cat >/dev/null; {runlock.release_script(project_dir, run_id)}; fi")
+    parts += [_IDENTITY, data_path_script(data_path)]
+    if gpus:
+        parts.append(f"echo {MARK_GPUS}=$({GPU_COUNT_SCRIPT} | tail -n 1)")
+    if reach:
+        parts.append(reach)
+    parts.append(f"echo {MARK_END}")
+    return "\n".join(parts) + held
+
+
+@dataclass
+class SessionFacts:
+    """What the launch host's session printed; None for what it did not say."""
+
+    identity: str | None = None
+    dir_ok: bool | None = None
+    read_ok: bool | None = None
+    gpus: tuple[int, int] | None = None
+    lock_state: str | None = None
+    old_lock: bytes | None = None
+    complete: bool = False
+
+
+def parse_session(stdout: str) -> SessionFacts:
+    """The facts, from exact sentinel lines only (nothing else the shell printed can fake one)."""
+    facts = SessionFacts()
+    flags = {"1": True, "0": False}
+    for raw in (stdout or "").splitlines():
+        line = raw.strip()
+        name, sep, value = line.partition("=")
+        if not sep:
+            facts.complete = facts.complete or line == MARK_END
+            continue
+        if name == MARK_ID and value and all(32 <= ord(ch) < 127 for ch in value):
+            facts.identity = value[:255]
+        elif name == "__FLODL_DP_DIR__":
+            facts.dir_ok = flags.get(value)
+        elif name == "__FLODL_DP_READ__":
+            facts.read_ok = flags.get(value)
+        elif name == MARK_GPUS:
+            counts = value.split()
+            if len(counts) == 2 and all(c.isdigit() for c in counts):
+                facts.gpus = (int(counts[0]), int(counts[1]))
+        elif name == MARK_LOCK:
+            facts.lock_state = value
+        elif name == MARK_OLD:
+            try:
+                facts.old_lock = bytes.fromhex(value) if value else None
+            except ValueError:
+                facts.old_lock = None
+    return facts
+
+
+def lock_outcome(host: str, project_dir: str, facts: SessionFacts,
+                 inventory_hint: str = "<inventory>") -> tuple[str | None, str | None]:
+    """(error, warning) of the lock step on launch host ``host``: a refusal, a takeover message, or neither."""
+    path = f"{host}:{runlock.lock_path(project_dir)}"
+    state = facts.lock_state
+    old, problem = runlock.parse_lock(facts.old_lock) if facts.old_lock is not None else (None, None)
+    if state in ("taken", "ours"):
+        return None, None
+    if state == "stale":
+        if old is not None:
+            why = f"its holder, pid {old.pid} on {old.controller_host} (run id {old.run_id}), is gone"
+        else:
+            why = problem or "it was not a regular file"
+        return None, f"run lock {path}: {why}; the lock was taken over for this run"
+    if state == "held":
+        if old is not None:
+            return runlock.refusal_message(project_dir, {}, old, inventory_hint=inventory_hint), None
+        return (f"flodl run lock: the run lock {path} is held by a live run ({problem}); stop that run "
+                f"(`ansible-playbook flodl.cluster.teardown -i {inventory_hint}`) or, to replace it on purpose, "
+                f"run again with `-e {runlock.OVERRIDE_VARIABLE}=false`."), None
+    why = {
+        "noproject": f"the project directory {project_dir} does not exist there, and the launch runs in it; "
+                     "mount or check out the project at the same path on the launch host",
+        "unwritable": f"{runlock.lock_path(project_dir)} cannot be created or replaced there (permissions, "
+                      "a directory in its place, or a full disk); fix it for the launch host's ssh user",
+        "outside": f"{project_dir}/target/cluster resolves outside the project there (a symbolic link); "
+                   "remove the link",
+    }.get(state or "", "the lock step printed no answer (the session ended early)")
+    return (f"launch host {host}: the run lock was not taken: {why}. Without it a second job could start "
+            "on the same hosts and kill this run's ranks."), None
+
+
+def reachable_problem(host: str, target: str, host_key: str | None, why: str) -> str:
+    """The preflight error when the launch host's own session failed (a host key, or no connection)."""
+    if host_key == "changed":
+        what = f"the host key {target} presented differs from the one in known_hosts (a reinstall, or someone in the middle)"
+    elif host_key == "unknown":
+        what = f"no host key for {target} is in known_hosts and its check is strict"
+    else:
+        return (f"launch host {host}: could not open its session ({why}); the run lock, the controller's checks "
+                "and the launch all happen there, so the run would fail after every build. Make it reachable "
+                "with the same ssh settings Ansible uses for it.")
+    return (f"launch host {host}: ssh host-key verification failed: {what}. The launcher runs there and the "
+            "launch would fail after every build. Fix: verify the key out of band and record it "
+            f"(`ssh-keyscan -H {always_quote(target)} >> ~/.ssh/known_hosts` on the job's side; under AWX in the "
+            "execution environment's known_hosts or the flodl known_hosts credential).")
