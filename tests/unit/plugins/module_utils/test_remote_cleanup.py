@@ -132,6 +132,13 @@ def _wrapper(tmp_path: Path, plan: str, command: str, grace: float = 1):
     return proc
 
 
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def _wait_for(predicate, seconds: float, what: str):
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -144,7 +151,7 @@ def test_stdin_closing_stops_the_session_then_cleans_every_worker_then_closes(fa
     proc = _wrapper(tmp_path, render_plan({"h1": _argv("h1"), "h2": _argv("h2")}, 5),
                     f"echo $FLODL_X; sleep 300 & echo $! > {pidfile}; wait")
     _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "the command never started")
-    _wait_for(lambda: len(_calls(fake_ssh)) == 2, 10, "the masters were not opened")
+    _wait_for(lambda: len(_calls(fake_ssh)) == 2, 20, "the masters were not opened")
     assert all("ControlMaster=yes" in c for c in _calls(fake_ssh))
     child = int(pidfile.read_text())
     proc.stdin.close()  # the job went away
@@ -152,7 +159,7 @@ def test_stdin_closing_stops_the_session_then_cleans_every_worker_then_closes(fa
     _wait_for(lambda: len(_calls(fake_ssh)) == 6, 15, f"cleanup/close not run: {_calls(fake_ssh)}")
     calls = _calls(fake_ssh)
     assert [c[1] for c in calls[2:4]] == ["ControlMaster=auto"] * 2 and [c[0] for c in calls[4:]] == ["-O"] * 2
-    assert not os.path.exists(f"/proc/{child}")
+    _wait_for(lambda: not _running(child), 5, "the command's child survived the stop")
     _wait_for(lambda: not list(tmp_path.glob("flodl-launch.*")), 5, "the private directory was left")
 
 
