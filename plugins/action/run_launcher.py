@@ -71,7 +71,8 @@ class ActionModule(ActionBase):
         argv, stdin_data = [args["shell"], "-c", command], None
         if remote is not None:
             try:
-                argv, stdin_data = remote_launch_argv(self, task_vars, remote, chdir, command, added, args)
+                argv, stdin_data = remote_launch_argv(self, task_vars, remote, chdir, command, added, args,
+                                                      self._cleanup_plan(task_vars, added))
             except RemoteLaunchError as exc:
                 result.update(failed=True, msg=f"flodl launch on {remote}: {exc}")
                 return result
@@ -103,3 +104,12 @@ class ActionModule(ActionBase):
         if interrupted is not None:
             hand_back_signal(outcome)
         return result
+
+    def _cleanup_plan(self, task_vars, added):
+        """The orphan cleanup the launch host runs itself if this job dies whole; None (said) if unknown."""
+        try:
+            return orphans.launch_host_plan(self, task_vars, str(added.get("FLODL_INTERNAL_HOST_USER") or "") or None)
+        except Exception as exc:  # noqa: BLE001  (the launch itself does not depend on it)
+            display.warning(f"flodl launch: the launch host gets no orphan cleanup of its own ({exc}); if this job is "
+                            "killed, run flodl.cluster.teardown")
+            return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import PLAN_END
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
 END_MARK = "__FLODL_ENV_END__"
@@ -47,23 +48,52 @@ def env_payload(env: Mapping[str, str]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def wrapper_script(cwd: str, command: str, grace: float, shell: str = "/bin/sh") -> str:
-    """The POSIX sh run on the launch host (one argument to ssh; every value single-quoted)."""
+def wrapper_script(cwd: str, command: str, grace: float, shell: str = "/bin/sh", plan: bool = False) -> str:
+    """The POSIX sh run on the launch host (one argument to ssh; every value single-quoted).
+
+    With ``plan``, stdin carries a cleanup plan after the environment (module_utils.remote_cleanup): it
+    is kept in a private directory, its masters are opened beside the command, and when stdin closes
+    while the command runs, the plan's cleanup runs on every worker once the session is stopped.
+    """
     grace_s = max(1, int(round(grace)))
-    return "\n".join([
+    lines = [
         f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {END_MARK} ] && break; "
         'export "$__flodl_line"; done',
+    ]
+    if plan:
+        lines += [
+            '__flodl_d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/flodl-launch.XXXXXX" 2>/dev/null) || __flodl_d=',
+            '__flodl_plan=/dev/null; [ -n "$__flodl_d" ] && __flodl_plan="$__flodl_d/plan"',
+            f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {PLAN_END} ] && break; "
+            "printf '%s\\n' \"$__flodl_line\"; done >\"$__flodl_plan\"",
+            '[ -n "$__flodl_d" ] || echo "flodl launch: cannot create a private directory under ${TMPDIR:-/tmp}: '
+            'no orphan cleanup from this host if the job dies" >&2',
+        ]
+    lines += [
         f"cd {always_quote(cwd)} || {{ echo 'flodl launch: no directory {cwd.replace(chr(39), '')} on this host' >&2; "
         "exit 97; }",
         # A background job's stdin is /dev/null in sh: keep the real one on fd 3 for the watcher.
         "exec 3<&0",
         f"setsid {always_quote(shell)} -c {always_quote(command)} </dev/null 3<&- 2>&1 &",
         "__flodl_pid=$!",
-        "( cat <&3 >/dev/null; if kill -0 \"$__flodl_pid\" 2>/dev/null; then "
-        f"kill -TERM -\"$__flodl_pid\" 2>/dev/null; sleep {grace_s}; kill -KILL -\"$__flodl_pid\" 2>/dev/null; fi ) >/dev/null 2>&1 &",
+    ]
+    step = '[ -n "$__flodl_d" ] && /bin/sh "$__flodl_d/plan" {0} "$__flodl_d"'
+    if plan:
+        lines.append(step.format("start") + " </dev/null >/dev/null 2>&1 3<&- &")
+    stop = (
+        'kill -TERM -"$__flodl_pid" 2>/dev/null; __flodl_i=0; '
+        f'while [ "$__flodl_i" -lt {grace_s} ] && kill -0 -"$__flodl_pid" 2>/dev/null; '
+        'do sleep 1; __flodl_i=$((__flodl_i + 1)); done; kill -KILL -"$__flodl_pid" 2>/dev/null'
+    )
+    after = f"; {step.format('cleanup')}" if plan else ""
+    end = f'; {step.format("close")}; [ -n "$__flodl_d" ] && rm -rf "$__flodl_d"' if plan else ""
+    lines += [
+        f'( cat <&3 >/dev/null; if kill -0 "$__flodl_pid" 2>/dev/null; then {stop}{after}; fi{end} ) '
+        ">/dev/null 2>&1 </dev/null &",
         "wait \"$__flodl_pid\"",
         "exit $?",
-    ])
+    ]
+    return "\n".join(lines)
 
 
 REACH_MARK = "__FLODL_REACH__"

@@ -17,6 +17,7 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import plan_payload
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
     RemoteLaunchError,
     env_payload,
@@ -151,12 +152,18 @@ def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool
 
 def remote_launch_argv(
     action: Any, task_vars: Mapping[str, Any], host: str, cwd: str, command: str,
-    added: Mapping[str, Any], args: Mapping[str, Any],
+    added: Mapping[str, Any], args: Mapping[str, Any], cleanup_plan: str | None = None,
 ) -> tuple[list[str], bytes]:
-    """(ssh argv, stdin) that run the launch command on inventory host ``host``, reached as Ansible reaches it."""
+    """(ssh argv, stdin) that run the launch command on inventory host ``host``, reached as Ansible reaches it.
+
+    ``cleanup_plan`` (module_utils.remote_cleanup) travels on stdin after the environment.
+    """
     ssh = launch_ssh(action, task_vars, host)
-    script = wrapper_script(cwd, command, float(args["grace_seconds"]), args["shell"])
-    return probe_argv({"host": host, "ssh": ssh}, script), env_payload({str(k): str(v) for k, v in added.items()})
+    script = wrapper_script(cwd, command, float(args["grace_seconds"]), args["shell"], plan=cleanup_plan is not None)
+    stdin = env_payload({str(k): str(v) for k, v in added.items()})
+    if cleanup_plan is not None:
+        stdin += plan_payload(cleanup_plan)
+    return probe_argv({"host": host, "ssh": ssh}, script), stdin
 
 
 def launch_host_of(task_vars: Mapping[str, Any], templar: Any) -> str | None:

@@ -5,7 +5,9 @@
 
 Used by the teardown step (``flodl.cluster.orphan_cleanup``) and by the launch step itself when the
 launch is interrupted (an AWX cancel's SIGTERM, Ctrl-C, ansible-playbook dying): then no later task
-of the play runs, so the launch step stops the ranks before it returns. Policy in module_utils.teardown.
+of the play runs, so the launch step stops the ranks before it returns. With ``flodl_launch_host``
+the same cleanup also goes to the launch host's wrapper as a plan, for a job killed whole.
+Policy in module_utils.teardown.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils import teardown as td
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import cleanup_budget, render_plan
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, read_run, var
@@ -41,13 +44,18 @@ def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str,
     return per_host, targets, source
 
 
+def cleanup_argvs(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
+                  host_user: str | None) -> dict[str, list[str]]:
+    """host -> the cleanup's ssh argv: the launcher's shape with the connect bound, teardown's script."""
+    return {h: launcher_argv(w, td.cleanup_script(b), host_user=host_user, project_root=ctx.project_dir,
+                             connect_timeout=ctx.connect_timeout)
+            for h, (w, b) in targets.items()}
+
+
 def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
                  timeout: float) -> tuple[dict[str, Any], list[str]]:
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
-    user = controller_user(os.environ, run_for_output)
-    jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir,
-                             connect_timeout=ctx.connect_timeout)
-            for h, (w, b) in targets.items()}
+    jobs = cleanup_argvs(ctx, targets, controller_user(os.environ, run_for_output))
     per_host: dict[str, Any] = {}
     warnings: list[str] = []
     for host, res in run_parallel(jobs, timeout=timeout).items():
@@ -56,6 +64,17 @@ def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any],
         per_host[ctx.inventory_names.get(host, host)] = outcome
         warnings += [warning] if warning else []
     return per_host, warnings
+
+
+def launch_host_plan(action: Any, task_vars: Mapping[str, Any], host_user: str | None) -> str:
+    """The cleanup plan the launch host's wrapper runs if the job dies (module_utils.remote_cleanup).
+
+    The same hosts, ssh and script as :func:`after_interrupt`; ``host_user`` is the launch
+    environment's host user, the one the launcher there logs in as.
+    """
+    ctx = read_run(action, task_vars, ["teardown"])
+    _skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar, launch_io.PREBUILD_RESULT_VAR))
+    return render_plan(cleanup_argvs(ctx, targets, host_user), cleanup_budget(ctx.connect_timeout))
 
 
 def after_interrupt(action: Any, task_vars: Mapping[str, Any], timeout: float,

@@ -44,9 +44,11 @@ set -e
 echo pod > /proc/sys/kernel/hostname
 {hides}
 set +e
+child= term=
+trap 'term=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 "$@" <&0 &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+[ -n "$term" ] && kill -TERM "$child" 2>/dev/null
 rc=0
 while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 exit "$rc"

@@ -30,7 +30,7 @@ def test_pod_reaches_workers_one_way_hides_the_share_and_dies_whole(cluster3, ne
     with Pod(cluster3, hide=[str(netns_shared_dir)]) as pod:
         proc = pod.spawn(["bash", "-c", JOB, "job", str(marker), h1.ip, pod.ip],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = [proc.stdout.readline().strip() for _ in range(4)]
+        lines = [proc.stdout.readline().strip() for dummy in range(4)]
         assert lines == ["pod", "shared-hidden", "SSH-2.0", "listening"], lines
         assert marker.exists()  # hidden in the pod only
         # h1 (and this machine) cannot open a connection to the pod; the listener is there (proved above)
@@ -46,7 +46,8 @@ def test_pod_reaches_workers_one_way_hides_the_share_and_dies_whole(cluster3, ne
                    for p in pids)
         assert time.monotonic() - start < 2
         assert proc.returncode is not None
-    assert pod.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert pod.netns not in netns
 
 
 def test_pod_forwards_sigterm_to_its_job_and_returns_its_exit_code(cluster3) -> None:
