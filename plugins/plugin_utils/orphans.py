@@ -41,13 +41,34 @@ def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str,
     return per_host, targets, source
 
 
+def _jobs(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]]) -> dict[str, list[str]]:
+    """Each target host's cleanup ssh (the launcher's argv and connect bound)."""
+    user = controller_user(os.environ, run_for_output)
+    return {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir,
+                             connect_timeout=ctx.connect_timeout)
+            for h, (w, b) in targets.items()}
+
+
+def cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[list[str]]:
+    """The cleanup ssh of every remote worker of the play, computed before the launch starts.
+
+    Handed to the launch's process-group watcher (module_utils.group_watch), which runs them if this
+    process is killed outright (a SIGKILL of Ansible's whole process group leaves nobody else to).
+    Empty when the run cannot be read: the launch itself then reports why.
+    """
+    try:
+        ctx = read_run(action, task_vars, ["teardown"])
+        _skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar,
+                                                               launch_io.PREBUILD_RESULT_VAR))
+        return list(_jobs(ctx, targets).values())
+    except Exception:  # noqa: BLE001  (the launch must not fail for its safety net)
+        return []
+
+
 def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
                  timeout: float) -> tuple[dict[str, Any], list[str]]:
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
-    user = controller_user(os.environ, run_for_output)
-    jobs = {h: launcher_argv(w, td.cleanup_script(b), host_user=user, project_root=ctx.project_dir,
-                             connect_timeout=ctx.connect_timeout)
-            for h, (w, b) in targets.items()}
+    jobs = _jobs(ctx, targets)
     per_host: dict[str, Any] = {}
     warnings: list[str] = []
     for host, res in run_parallel(jobs, timeout=timeout).items():
