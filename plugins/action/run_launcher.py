@@ -23,6 +23,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process imp
     run_streamed,
     signal_name,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 
 display = Display()
 ORPHAN_CLEANUP_TIMEOUT = 30.0
@@ -92,9 +93,11 @@ class ActionModule(ActionBase):
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
             display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log.path})")
-            outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data,
-                                   float(args["timeout"]) or None, max(0.0, float(args["output_batch_seconds"])),
-                                   watch)
+            # ansible-playbook killed outright: this worker ends, and the watcher cleans up (plugin_utils.parent_watch).
+            with exit_with_parent():
+                outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]),
+                                       stdin_data, float(args["timeout"]) or None,
+                                       max(0.0, float(args["output_batch_seconds"])), watch)
         except BaseException:
             if watch is not None:
                 watch.done()

@@ -52,13 +52,27 @@ def gone(pid, start):
     return st[0] in ("Z", "X") or (start is not None and st[1] != start)
 
 def group_alive(pgid):
+    # A zombie counts as gone: its parent (the starter) may be dead, and a reaper may be slow.
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+    return False
 
 def stop(groups, grace):
     for pgid in groups:

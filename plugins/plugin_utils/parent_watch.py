@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""An Ansible worker that ends when ansible-playbook dies, taking its ssh with it.
+
+Measured on both ansible-core lines: after a SIGKILL or a SIGHUP of ansible-playbook, the forked
+worker running a task lives on (only a SIGTERM makes Ansible stop its workers). It keeps its ssh to
+the build host open, so the remote build module never learns the run is gone, and it keeps probing
+workers nobody waits for. A long-running action step wraps its work in ``exit_with_parent()``: once
+the worker's parent changes, its children in its own session (Ansible's ssh, the probes) get SIGTERM
+and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
+launch command) are left to that watcher (module_utils.group_watch), which sees the worker go.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+POLL_SECONDS = 0.2
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc); empty where /proc cannot tell."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry))
+    return found
+
+
+def stop_own_session_children() -> int:
+    """SIGTERM every child of this process that shares its session; how many were signalled."""
+    own = os.getsid(0)
+    count = 0
+    for child in children_of(os.getpid()):
+        try:
+            if os.getsid(child) == own:
+                os.kill(child, signal.SIGTERM)
+                count += 1
+        except OSError:
+            pass  # gone already
+    return count
+
+
+def _watch(parent: int, done: threading.Event, poll: float) -> None:
+    while not done.wait(poll):
+        if os.getppid() != parent:
+            stop_own_session_children()
+            os._exit(1)  # nobody waits for this task's result any more
+
+
+@contextmanager
+def exit_with_parent(poll: float = POLL_SECONDS) -> Iterator[None]:
+    """While the block runs, this process ends (after its own-session children) if its parent dies."""
+    done = threading.Event()
+    threading.Thread(target=_watch, args=(os.getppid(), done, poll), daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
