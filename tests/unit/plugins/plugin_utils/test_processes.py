@@ -10,12 +10,15 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import par
 def test_two_hundred_hanging_hosts_cost_one_timeout_not_one_per_round_of_64():
     jobs = {f"h{i}": ["sleep", "30"] for i in range(200)}
     start = time.monotonic()
-    results = run_parallel(jobs, timeout=2.0)
+    results = run_parallel(jobs, timeout=3.0)
     elapsed = time.monotonic() - start
-    # Rounds of 64 would take 4 x 2 s; one deadline takes 2 s plus the cost of starting 200 processes.
-    assert elapsed < 6.0, elapsed
+    # Rounds of 64 would take 4 x 3 s; one deadline takes 3 s plus the cost of starting 200 processes.
+    assert elapsed < 9.0, elapsed
     assert sorted(results) == sorted(jobs)
-    assert {r.error for r in results.values()} == {"no answer within 2s"}
+    errors = [r.error for r in results.values()]
+    # On a loaded machine a few threads may only get to start after the deadline: reported, not waited for.
+    late = "not reached: the sweep of 200 hosts (200 at once) used its whole 3s"
+    assert set(errors) <= {"no answer within 3s", late} and errors.count("no answer within 3s") > 100
 
 
 def test_a_cap_still_ends_the_sweep_at_its_deadline_and_names_the_hosts_not_reached():
