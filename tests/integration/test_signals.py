@@ -47,14 +47,9 @@ if [ -n "$FLODL_TRIAL_SLOW" ]; then
   wait
   exit 1
 fi
+# A real executable, so the rank's argv[0] is the binary's path as the orphan cleanup expects.
 mkdir -p "$CARGO_TARGET_DIR/release"
-cat > "$CARGO_TARGET_DIR/release/train" <<'BIN'
-#!/usr/bin/python3
-import sys, time
-print("rank sleeping", flush=True)
-time.sleep(600)
-BIN
-chmod 755 "$CARGO_TARGET_DIR/release/train"
+cp /bin/sleep "$CARGO_TARGET_DIR/release/train"
 """
 
 LAUNCHER = textwrap.dedent(
@@ -69,11 +64,20 @@ LAUNCHER = textwrap.dedent(
         argv = ["ssh", "-n"]
         for opt in ssh.get("options") or []:
             argv += ["-o", opt]
+        argv += ["-p", str(ssh["port"])] if ssh.get("port") is not None else []
         argv += ["-l", ssh.get("user") or "root", "-i", ssh["identity_file"], "--", ssh["target"],
-                 f"{w['path']}/{envelope[w['host']]['bin']}"]
+                 f"{w['path']}/{envelope[w['host']]['bin']} 600"]
         procs.append(subprocess.Popen(argv))
     print("launcher: every rank started", flush=True)
-    sys.exit(max(p.wait() for p in procs))
+    while True:  # one worker failing ends the launch, as flodl's launcher aborts
+        codes = [p.poll() for p in procs]
+        failed = [c for c in codes if c not in (None, 0)]
+        if failed or all(c == 0 for c in codes):
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            sys.exit(failed[0] if failed else 0)
+        time.sleep(0.2)
     """
 )
 
@@ -259,3 +263,56 @@ def test_nothing_outlives_a_signal_to_ansible_playbook(installed_collection, sig
               f"{f' (FAILED; gone after {time.monotonic() - t0:.1f}s)' if left else ''}; "
               f"Ansible's own ssh masters left: {len(masters)}")
         assert left == [], "\n".join(left) + "\n" + "".join(lines)[-3000:]
+
+
+# --------------------------------------------------------------------------- a worker that accepts TCP and never answers
+
+
+def _bounded_run(collection, argv: list[str], limit: float) -> tuple[int, str, float]:
+    proc, lines = _run(collection, uuid.uuid4().hex, argv)
+    start = time.monotonic()
+    try:
+        rc = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"still running after {limit:g}s:\n" + "".join(lines))
+    seconds = time.monotonic() - start
+    time.sleep(0.2)  # the reader's last lines
+    return rc, " ".join("".join(lines).split()), seconds
+
+
+def test_a_silent_worker_ends_preflight_with_the_default_bounds(installed_collection, sig_env, tmp_path):
+    inv = _inventory(sig_env, tmp_path / "inv.json", silent=True)
+    rc, out, seconds = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.preflight"], 60)
+    print(f"preflight with a silent worker ended after {seconds:.1f}s (rc={rc})")
+    # The probe's connect bound covers the banner exchange (the worker's ConnectTimeout=10 comes first in
+    # its argv); preflight only warns about a host it could not reach (the launch decides), naming it.
+    assert rc == 0 and "h3: unreachable" in out, out
+    assert "[WARNING]: h3: preflight probe could not run (ssh failed: Connection timed out during banner exchange)" \
+        in out, out
+    assert "h1: warning" in out and "h2: warning" in out, out
+    assert seconds < 30, out
+
+
+def test_a_silent_worker_ends_the_launch_within_the_connect_bound(installed_collection, sig_env, tmp_path):
+    env = sig_env
+    # The launch phase alone, after a prebuild that reaches no worker (it runs on the controller). The
+    # harness's hosts set ConnectTimeout=10 in their own ssh options, the collection's default bound.
+    inv = _inventory(env, tmp_path / "inv.json", silent=True)
+    rc, out, _ = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"], 120)
+    assert rc == 0, out
+    rc, out, seconds = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.launch"], 90)
+    print(f"launch with a silent worker ended after {seconds:.1f}s (rc={rc})")
+    assert rc != 0, out
+    # The launcher's ssh to h3 gives up at the connect bound and the launch fails; its orphan cleanup
+    # names h3, which it could not reach either, and stops the ranks h1 and h2 had started.
+    for host in ("h1", "h2"):
+        assert f"{host}: changed — stopped 1 process(es) of {env['project']}/target/cluster/{host}/" in out, out
+    assert "the launch command exited with code 255" in out and "Connection timed out during banner exchange" in out
+    assert ("h3: unreachable — host h3: cleanup could not run (ssh exited 255: Connection timed out during banner "
+            "exchange)") in out, out
+    assert seconds < 60, out
+    needle = f"{env['project']}/target/cluster/".encode()
+    ranks = [(pid, c, _netns_inode(pid)) for pid, (c, _e) in _procs().items() if needle in c]
+    assert ranks == [], (ranks, env["host_netns"])
