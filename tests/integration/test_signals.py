@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -219,50 +218,60 @@ def _ranks_running(env) -> int:
     return sum(needle in c for c, _e in _procs().values())
 
 
+def _trial(collection, env, tmp_path: Path, phase: str, trial: int, send, label: str) -> None:
+    """Start the phase, ``send`` (given ansible-playbook's pid) once it runs, require a clean machine."""
+    marker = uuid.uuid4().hex
+    slow = env["shared"] / f"slow-{marker}"
+    inv_path = tmp_path / f"inv-{trial}.json"
+    if phase == "preflight":
+        # The silent worker keeps the probe round in flight for its connect bound.
+        inv = _inventory(env, inv_path, silent=True, flodl_preflight_timeout=20)
+        proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.preflight"])
+        _wait_until(lines, proc, lambda t: "Preflight | Probe every worker" in t, 120, "the probe")
+        time.sleep(0.5)
+    elif phase == "prebuild":
+        inv = _inventory(env, inv_path, flodl_build_host="h1",
+                         flodl_prebuild_env={"PATH": f"{env['tools']}:/usr/bin:/bin", "FLODL_TRIAL_SLOW": str(slow)})
+        proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"])
+        _wait_until(lines, proc, lambda t: slow.exists(), 120, "the slow build")
+    else:
+        inv = _inventory(env, inv_path)
+        proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
+        _wait_until(lines, proc, lambda t: _ranks_running(env) >= 2, 180, "both ranks")
+    try:
+        send(proc.pid)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    t0 = time.monotonic()
+    left, masters = leftovers(env, marker)
+    while left and time.monotonic() - t0 < GRACE + 5:
+        time.sleep(0.2)
+        left, masters = leftovers(env, marker)
+    seconds = time.monotonic() - t0
+    late = left
+    while late and time.monotonic() - t0 < 30:  # how late, for the report only
+        time.sleep(0.5)
+        late, _ = leftovers(env, marker)
+    print(f"{phase} {label} trial {trial}: clean after {seconds:.1f}s"
+          f"{f' (FAILED; gone after {time.monotonic() - t0:.1f}s)' if left else ''}; "
+          f"Ansible's own ssh masters left: {len(masters)}")
+    assert left == [], "\n".join(left) + "\n" + "".join(lines)[-3000:]
+
+
 @pytest.mark.parametrize("phase", ["preflight", "prebuild", "launch"])
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_nothing_outlives_a_signal_to_ansible_playbook(installed_collection, sig_env, tmp_path, phase, sig):
-    env = sig_env
     for trial in range(TRIALS):
-        marker = uuid.uuid4().hex
-        slow = env["shared"] / f"slow-{marker}"
-        if phase == "preflight":
-            # The silent worker keeps the probe round in flight for its connect bound.
-            inv = _inventory(env, tmp_path / f"inv-{trial}.json", silent=True, flodl_preflight_timeout=20)
-            proc, lines = _run(installed_collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.preflight"])
-            _wait_until(lines, proc, lambda t: "Preflight | Probe every worker" in t, 120, "the probe")
-            time.sleep(0.5)
-        elif phase == "prebuild":
-            inv = _inventory(env, tmp_path / f"inv-{trial}.json", flodl_build_host="h1",
-                             flodl_prebuild_env={"PATH": f"{env['tools']}:/usr/bin:/bin", "FLODL_TRIAL_SLOW": str(slow)},
-                             )
-            proc, lines = _run(installed_collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"])
-            _wait_until(lines, proc, lambda t: slow.exists(), 120, "the slow build")
-        else:
-            inv = _inventory(env, tmp_path / f"inv-{trial}.json")
-            proc, lines = _run(installed_collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
-            _wait_until(lines, proc, lambda t: _ranks_running(env) >= 2, 180, "both ranks")
-        try:
-            os.kill(proc.pid, sig)
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        t0 = time.monotonic()
-        left, masters = leftovers(env, marker)
-        while left and time.monotonic() - t0 < GRACE + 5:
-            time.sleep(0.2)
-            left, masters = leftovers(env, marker)
-        seconds = time.monotonic() - t0
-        late = left
-        while late and time.monotonic() - t0 < 30:  # how late, for the report only
-            time.sleep(0.5)
-            late, _ = leftovers(env, marker)
-        print(f"{phase} {sig.name} trial {trial}: clean after {seconds:.1f}s"
-              f"{f' (FAILED; gone after {time.monotonic() - t0:.1f}s)' if left else ''}; "
-              f"Ansible's own ssh masters left: {len(masters)}")
-        assert left == [], "\n".join(left) + "\n" + "".join(lines)[-3000:]
+        _trial(installed_collection, sig_env, tmp_path, phase, trial, lambda pid: os.kill(pid, sig), sig.name)
+
+
+def test_nothing_outlives_a_sigkill_of_the_whole_process_group_in_the_launch(installed_collection, sig_env, tmp_path):
+    """As ansible-runner or an execution environment may do: Ansible's workers die at the same instant."""
+    _trial(installed_collection, sig_env, tmp_path, "launch", 0, lambda pid: os.killpg(pid, signal.SIGKILL),
+           "SIGKILL to the process group")
 
 
 # --------------------------------------------------------------------------- a worker that accepts TCP and never answers
