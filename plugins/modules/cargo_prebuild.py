@@ -122,6 +122,9 @@ options:
         C(build timed out after N s).
       - In docker mode this stops the C(docker compose run) client; the compose service should stop its
         container when its client goes.
+      - The same stop (SIGTERM, SIGKILL after 10 seconds) comes at once when the module is killed or its ssh
+        session to the build host closes (C(ansible-playbook) killed however), from a watcher process
+        started before the first build.
     type: float
     default: 3600
 attributes:
