@@ -8,7 +8,7 @@ worker running a task lives on (only a SIGTERM makes Ansible stop its workers). 
 the build host open, so the remote build module never learns the run is gone, and it keeps probing
 workers nobody waits for. A long-running action step wraps its work in ``exit_with_parent()``: once
 the worker's parent changes, its children in its own session (Ansible's ssh, the probes) get SIGTERM
-and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
+(the whole process group too, when ansible-playbook led it) and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
 launch command) are left to that watcher (module_utils.group_watch), which sees the worker go.
 """
 from __future__ import annotations
@@ -59,6 +59,14 @@ def stop_own_session_children() -> int:
 def _watch(parent: int, done: threading.Event, poll: float) -> None:
     while not done.wait(poll):
         if os.getppid() != parent:
+            if os.getpgrp() == parent:
+                # ansible-playbook led its own process group (a terminal's job, ansible-runner's session):
+                # what is left in it is the run's. A group signal also reaches a child being forked right now,
+                # which a list of children can miss; this process gets it too, and exits below either way.
+                try:
+                    os.killpg(parent, signal.SIGTERM)
+                except OSError:
+                    pass
             stop_own_session_children()
             os._exit(1)  # nobody waits for this task's result any more
 

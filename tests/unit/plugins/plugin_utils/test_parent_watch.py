@@ -8,6 +8,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 WORKER = textwrap.dedent(
     """\
     import subprocess, sys, time
@@ -39,9 +41,10 @@ def _wait_gone(pid: int, seconds: float) -> bool:
     return not _alive(pid)
 
 
-def test_the_worker_exits_when_its_parent_is_killed_and_stops_only_its_own_session_children():
+@pytest.mark.parametrize("leader", [False, True], ids=["in-its-callers-group", "leading-its-own-group"])
+def test_the_worker_exits_when_its_parent_is_killed_and_stops_only_its_own_session_children(leader):
     parent = subprocess.Popen([sys.executable, "-c", PARENT, WORKER.format(path=sys.path)], stdout=subprocess.PIPE,
-                              text=True)
+                              text=True, start_new_session=leader)
     assert parent.stdout is not None
     same, own = (int(p) for p in parent.stdout.readline().split())
     worker = int(open(f"/proc/{same}/stat").read().rsplit(")", 1)[1].split()[1])
