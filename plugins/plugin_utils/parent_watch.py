@@ -8,7 +8,7 @@ worker running a task lives on (only a SIGTERM makes Ansible stop its workers). 
 the build host open, so the remote build module never learns the run is gone, and it keeps probing
 workers nobody waits for. A long-running action step wraps its work in ``exit_with_parent()``: once
 the worker's parent changes, its children in its own session (Ansible's ssh, the probes) get SIGTERM
-(the whole process group too, when ansible-playbook led it) and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
+(as its whole process group, when it leads one, as Ansible's worker does) and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
 launch command) are left to that watcher (module_utils.group_watch), which sees the worker go.
 """
 from __future__ import annotations
@@ -59,12 +59,12 @@ def stop_own_session_children() -> int:
 def _watch(parent: int, done: threading.Event, poll: float) -> None:
     while not done.wait(poll):
         if os.getppid() != parent:
-            if os.getpgrp() == parent:
-                # ansible-playbook led its own process group (a terminal's job, ansible-runner's session):
-                # what is left in it is the run's. A group signal also reaches a child being forked right now,
-                # which a list of children can miss; this process gets it too, and exits below either way.
+            if os.getpgrp() == os.getpid():
+                # Ansible's worker leads a session of its own (it calls setsid): its group holds only it and
+                # what it started there. A group signal also reaches a child being forked right now, which a
+                # list of children can miss; this process gets it too and ends, or exits below.
                 try:
-                    os.killpg(parent, signal.SIGTERM)
+                    os.killpg(os.getpid(), signal.SIGTERM)
                 except OSError:
                     pass
             stop_own_session_children()

@@ -12,8 +12,10 @@ import pytest
 
 WORKER = textwrap.dedent(
     """\
-    import subprocess, sys, time
+    import os, subprocess, sys, time
     sys.path[:0] = {path!r}
+    if {leader!r}:
+        os.setsid()  # as Ansible's worker does: its own session and process group
     from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
     with exit_with_parent(poll=0.05):
         same = subprocess.Popen(["sleep", "60"])
@@ -43,8 +45,8 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 
 @pytest.mark.parametrize("leader", [False, True], ids=["in-its-callers-group", "leading-its-own-group"])
 def test_the_worker_exits_when_its_parent_is_killed_and_stops_only_its_own_session_children(leader):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, WORKER.format(path=sys.path)], stdout=subprocess.PIPE,
-                              text=True, start_new_session=leader)
+    code = WORKER.format(path=sys.path, leader=leader)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, code], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     same, own = (int(p) for p in parent.stdout.readline().split())
     worker = int(open(f"/proc/{same}/stat").read().rsplit(")", 1)[1].split()[1])
