@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import stop_spawning
+
 POLL_SECONDS = 0.2
 
 
@@ -59,6 +61,7 @@ def stop_own_session_children() -> int:
 def _watch(parent: int, done: threading.Event, poll: float) -> None:
     while not done.wait(poll):
         if os.getppid() != parent:
+            stop_spawning()  # no probe is forked after the signal below
             if os.getpgrp() == os.getpid():
                 # Ansible's worker leads a session of its own (it calls setsid): its group holds only it and
                 # what it started there. A group signal also reaches a child being forked right now, which a

@@ -9,8 +9,10 @@ action plugins); modules use AnsibleModule.run_command instead.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -43,27 +45,51 @@ class SshResult:
         return self.error is None and self.returncode == 0
 
 
+# Processes being started right now, and whether starting more is over (plugin_utils.parent_watch):
+# a stop waits for the starts in flight, so no ssh is forked after the stop signalled its group.
+_SPAWN = threading.Condition()
+_SPAWNING = [0]
+_STOPPING = threading.Event()
+
+
+@contextmanager
+def _spawn_slot() -> Iterator[None]:
+    with _SPAWN:
+        if _STOPPING.is_set():
+            raise OSError("the run is stopping (ansible-playbook is gone)")
+        _SPAWNING[0] += 1
+    try:
+        yield
+    finally:
+        with _SPAWN:
+            _SPAWNING[0] -= 1
+            _SPAWN.notify_all()
+
+
+def stop_spawning(wait: float = 2.0) -> bool:
+    """No new process from here on; waits (up to ``wait`` s) for the starts in flight. Whether none is left."""
+    with _SPAWN:
+        _STOPPING.set()
+        return _SPAWN.wait_for(lambda: _SPAWNING[0] == 0, wait)
+
+
 def run_one(host: str, argv: list[str], timeout: float, bound: float | None = None) -> SshResult:
     """``argv`` under ``timeout``; ``bound``: the wait to name in the error (a sweep's whole deadline)."""
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return SshResult(
-            host, argv, None, _text(exc.stdout), _text(exc.stderr), time.monotonic() - start,
-            error=f"no answer within {bound or timeout:g}s",
-        )
+        with _spawn_slot():
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, errors="replace")
     except OSError as exc:
         return SshResult(host, argv, None, "", "", time.monotonic() - start, error=f"could not start ssh: {exc}")
-    return SshResult(host, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()  # what it printed before it was stopped
+        return SshResult(host, argv, None, _text(stdout), _text(stderr), time.monotonic() - start,
+                         error=f"no answer within {bound or timeout:g}s")
+    return SshResult(host, argv, proc.returncode, stdout, stderr, time.monotonic() - start)
 
 
 def _text(data: bytes | str | None) -> str:

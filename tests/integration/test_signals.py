@@ -229,6 +229,14 @@ def _trial(collection, env, tmp_path: Path, phase: str, trial: int, send, label:
         proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.preflight"])
         _wait_until(lines, proc, lambda t: "Preflight | Probe every worker" in t, 120, "the probe")
         time.sleep(0.5)
+        if os.environ.get("FLODL_SIGNAL_DEBUG"):
+            for pid, (c, e) in _procs().items():
+                if b"2222" in c:
+                    st = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    par = Path(f"/proc/{st[1]}/stat").read_text().rsplit(")", 1)[1].split()
+                    print("DEBUG", pid, "ppid", st[1], "pgrp", st[2], "sid", st[3], "| parent ppid", par[1],
+                          "pgrp", par[2], "sid", par[3], "playbook", proc.pid,
+                          Path(f"/proc/{st[1]}/cmdline").read_bytes()[:80])
     elif phase == "prebuild":
         inv = _inventory(env, inv_path, flodl_build_host="h1",
                          flodl_prebuild_env={"PATH": f"{env['tools']}:/usr/bin:/bin", "FLODL_TRIAL_SLOW": str(slow)})
