@@ -8,8 +8,9 @@ worker running a task lives on (only a SIGTERM makes Ansible stop its workers). 
 the build host open, so the remote build module never learns the run is gone, and it keeps probing
 workers nobody waits for. A long-running action step wraps its work in ``exit_with_parent()``: once
 the worker's parent changes, its children in its own session (Ansible's ssh, the probes) get SIGTERM
-(as its whole process group, when it leads one, as Ansible's worker does) and the worker exits. Children in a session of their own (a process-group watcher, the builds, the
-launch command) are left to that watcher (module_utils.group_watch), which sees the worker go.
+(as its whole process group, when it leads one, as Ansible's worker does) and the worker exits.
+Children in a session of their own (a process-group watcher, the builds, the launch command) are left
+to that watcher (module_utils.group_watch), which sees the worker go.
 """
 from __future__ import annotations
 
