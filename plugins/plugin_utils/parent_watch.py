@@ -75,11 +75,28 @@ def _watch(parent: int, done: threading.Event, poll: float) -> None:
             os._exit(1)  # nobody waits for this task's result any more
 
 
+def original_parent() -> int:
+    """The process that forked this one: ansible-playbook for an Ansible worker, even if it died already."""
+    try:
+        import multiprocessing  # noqa: PLC0415
+
+        parent = multiprocessing.parent_process()
+        if parent is not None and parent.pid:
+            return int(parent.pid)
+    except (ImportError, AttributeError, ValueError):
+        pass
+    return os.getppid()
+
+
 @contextmanager
 def exit_with_parent(poll: float = POLL_SECONDS) -> Iterator[None]:
-    """While the block runs, this process ends (after its own-session children) if its parent dies."""
+    """While the block runs, this process ends (after its own-session children) if its parent dies.
+
+    The parent is the one that forked this worker, not today's: one that died before the block began
+    (a signal right as the task started) is noticed at the first poll.
+    """
     done = threading.Event()
-    threading.Thread(target=_watch, args=(os.getppid(), done, poll), daemon=True).start()
+    threading.Thread(target=_watch, args=(original_parent(), done, poll), daemon=True).start()
     try:
         yield
     finally:

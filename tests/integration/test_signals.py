@@ -198,7 +198,12 @@ def leftovers(env, marker: str) -> tuple[list[str], list[str]]:
         # The remote build module carries no marker: one on this module's hosts (other runs share the machine).
         module = b"AnsiballZ_cargo_prebuild" in cmdline and _netns_inode(pid) in env["host_netns"]
         if tag in environ.split(b"\0") or module or any(p in cmdline for p in paths):
-            (masters if "[mux]" in text and "/.ansible/cp/" in text else left).append(f"{pid} {text[:160]}")
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                text = f"[ppid {stat[1]} pgrp {stat[2]} sid {stat[3]}] {text}"
+            except OSError:
+                pass
+            (masters if "[mux]" in text and "/.ansible/cp/" in text else left).append(f"{pid} {text[:400]}")
     return left, masters
 
 
