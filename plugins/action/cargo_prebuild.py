@@ -17,6 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 
 MODULE = "flodl.cluster.cargo_prebuild"
 
@@ -65,7 +66,8 @@ class ActionModule(ActionBase):
             "env": {str(k): str(v) for k, v in (plain(self._templar.template(
                 task_vars.get("flodl_prebuild_env", {}))) or {}).items()},
         }
-        built = self._build(module_args, task_vars)
+        with exit_with_parent():  # ansible-playbook killed outright: the ssh to the build host ends too
+            built = self._build(module_args, task_vars)
         result.update(built)
         if built.get("summary"):
             # The operator's view of every build (and, in check mode, the plan), as the other phases print theirs.

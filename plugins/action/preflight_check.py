@@ -14,6 +14,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_swe
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, run_handoff, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     PHASES,
@@ -64,18 +65,19 @@ class ActionModule(ActionBase):
         if refusal:
             return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
 
-        build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
-        live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
-        try:
-            launch_host = lhio.start(self, task_vars, ctx, lock=locking, gpus=True) \
-                if remote else None
-        except RemoteLaunchError as exc:
-            return fail_result(result, [f"controller: {exc}"])
-        # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
-        reuse_dir = sshreuse_io.reuse_dir_for(self, task_vars, ctx, phases) if launch_host is None else None
-        found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                            timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
-                            launch_host=launch_host, reuse_dir=reuse_dir)
+        # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils.parent_watch).
+        with exit_with_parent():
+            build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
+            live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
+            try:
+                launch_host = lhio.start(self, task_vars, ctx, lock=locking, gpus=True) if remote else None
+            except RemoteLaunchError as exc:
+                return fail_result(result, [f"controller: {exc}"])
+            # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
+            reuse_dir = sshreuse_io.reuse_dir_for(self, task_vars, ctx, phases) if launch_host is None else None
+            found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
+                                timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
+                                launch_host=launch_host, reuse_dir=reuse_dir)
         controller = found["controller"]
         data, lines = pf.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

@@ -12,6 +12,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_watch
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, sshreuse_io
@@ -22,6 +23,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process imp
     run_streamed,
     signal_name,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 
 display = Display()
 ORPHAN_CLEANUP_TIMEOUT = 30.0
@@ -83,12 +85,24 @@ class ActionModule(ActionBase):
         except OSError as exc:
             result.update(failed=True, msg=f"cannot create the launch log under {log_dir}: {exc}")
             return result
+        # Started before the command, in a session of its own: stops the command's group and cleans the
+        # workers even if this process dies with all of Ansible's (module_utils.group_watch).
+        watch = start_watch(float(args["grace_seconds"]), os.getppid(), ORPHAN_CLEANUP_TIMEOUT)
+        if watch is not None:
+            watch.cleanup(orphans.watcher_cleanup_argvs(self, task_vars))
         try:
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
             display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log.path})")
-            outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]), stdin_data,
-                                   float(args["timeout"]) or None, max(0.0, float(args["output_batch_seconds"])))
+            # ansible-playbook killed outright: this worker ends, and the watcher cleans up (plugin_utils.parent_watch).
+            with exit_with_parent():
+                outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]),
+                                       stdin_data, float(args["timeout"]) or None,
+                                       max(0.0, float(args["output_batch_seconds"])), watch)
+        except BaseException:
+            if watch is not None:
+                watch.done()
+            raise
         finally:
             log.close()
         interrupted = None if outcome.interrupted is None else signal_name(outcome.interrupted)
@@ -96,6 +110,8 @@ class ActionModule(ActionBase):
         # ranks the launcher may have left on the workers now, before handing the signal back.
         cleanup = "" if interrupted is None else orphans.after_interrupt(
             self, task_vars, ORPHAN_CLEANUP_TIMEOUT, display.display, display.warning)
+        if watch is not None:
+            watch.done()  # the command is stopped and the workers cleaned: the watcher has nothing left to do
         result.update(outcome_fields(
             outcome.rc, outcome.seconds, outcome.tail, log.path, interrupted=interrupted, stop_note=outcome.stop_note,
             orphan_cleanup=cleanup, timed_out=outcome.timed_out, timeout=args["timeout"], grace=args["grace_seconds"]))

@@ -122,6 +122,9 @@ options:
         C(build timed out after N s).
       - In docker mode this stops the C(docker compose run) client; the compose service should stop its
         container when its client goes.
+      - The same stop (SIGTERM, SIGKILL after 10 seconds) comes at once when the module is killed or its ssh
+        session to the build host closes (C(ansible-playbook) killed however), from a watcher process
+        started before the first build.
     type: float
     default: 3600
 attributes:
@@ -267,6 +270,7 @@ import errno
 import os
 import pwd
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -275,6 +279,11 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import (
+    GroupWatch,
+    start_channel_watch,
+    start_watch,
+)
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     BuildStep,
     HostFailure,
@@ -327,11 +336,13 @@ def _os_error_text(exc: OSError) -> str:
     return f"{exc.filename}: {text}" if exc.filename else text
 
 
-def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeout: float) -> int | None:
+def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeout: float,
+                 watch: GroupWatch | None = None) -> int | None:
     """Run ``argv`` under GNU ``timeout``; None when it ran out of time.
 
     ``timeout`` puts the build in its own process group and signals the whole group on expiry
-    (the shell, cargo, rustc, build scripts), then SIGKILLs it after the grace period.
+    (the shell, cargo, rustc, build scripts), then SIGKILLs it after the grace period. The group is
+    its own session too, and ``watch`` (started before any build) stops it if this process dies.
     """
     tool = shutil.which("timeout", path=env.get("PATH") or os.defpath) or shutil.which("timeout")
     if tool is None:
@@ -340,29 +351,39 @@ def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeo
     started = time.monotonic()
     # Not module.run_command: builds run concurrently in threads, each
     # streaming straight into its own log file rather than into memory.
+    proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
+        [tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    if watch is not None:
+        watch.add(proc.pid)
     try:
-        proc = subprocess.run(  # pylint: disable=ansible-bad-function
-            [tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=False,
-            # Backstop only: should `timeout` itself hang, stop waiting for it.
-            timeout=timeout + KILL_GRACE_SECONDS + 60,
-        )
+        # Backstop only: should `timeout` itself hang, stop waiting for it.
+        rc = proc.wait(timeout=timeout + KILL_GRACE_SECONDS + 60)
     except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        proc.wait()
         return None
+    finally:
+        if watch is not None:
+            watch.remove(proc.pid)
     elapsed = time.monotonic() - started
     # 124: timed out; 137 (128 + KILL): still running after the grace period.
-    if proc.returncode in (124, 137, -9) and elapsed >= timeout:
+    if rc in (124, 137, -9) and elapsed >= timeout:
         return None
-    return proc.returncode
+    return rc
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _run_step(
-    step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int, timeout: float, project_root: str
+    step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int, timeout: float, project_root: str,
+    watch: GroupWatch | None = None,
 ) -> dict[str, Any]:
     """Run one build to completion or its timeout, logging everything to ``<target dir>/prebuild.log``."""
     out = step.as_dict()
@@ -384,7 +405,8 @@ def _run_step(
         log.write(f"# command: {step.command}\n")
         log.flush()
         offset = log.tell()
-        rc = _run_bounded(["sh", "-c", step.command], step.cwd, _build_environ(extra_env, step.env, native), log, timeout)
+        rc = _run_bounded(["sh", "-c", step.command], step.cwd, _build_environ(extra_env, step.env, native), log, timeout,
+                          watch)
         log.flush()
         log.seek(offset)
         output = log.read()
@@ -625,11 +647,19 @@ def _run_steps(runnable: list[BuildStep], plan: PrebuildPlan, extra_env: dict[st
     if not runnable:
         return ran
     native = plan.docker_service is None
+    # Before any build: stops every build's group if this process dies (killed, or its parent is gone).
+    watch = start_watch(KILL_GRACE_SECONDS, os.getppid())
+    try:
+        return _run_all(runnable, ran, lambda step: _run_step(
+            # Target dirs live under the checkout (flodl_project_dir), which is their root, not controller.path.
+            step, extra_env, native, tail_count, timeout, plan.project_dir or plan.project_root, watch))
+    finally:
+        if watch is not None:
+            watch.done()
 
-    def run(step: BuildStep) -> dict[str, Any]:
-        # Target dirs live under the checkout (flodl_project_dir), which is their root, not controller.path.
-        return _run_step(step, extra_env, native, tail_count, timeout, plan.project_dir or plan.project_root)
 
+def _run_all(runnable: list[BuildStep], ran: dict[str, dict[str, Any]], run: Any) -> dict[str, dict[str, Any]]:
+    """``run`` each step into ``ran``, in the order below."""
     # A first build fills the shared cargo registry, so it runs alone; once its binary exists (a rebuild,
     # a no-op) every build runs at once, as cargo's own locks keep concurrent builds safe.
     rest = runnable
@@ -684,6 +714,9 @@ def _settle(runnable: list[BuildStep], ran: dict[str, dict[str, Any]], hosts: di
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # Run as a module on the build host: Ansible's death closes the ssh channel (our stdout) and
+    # nothing else tells us. End at once then; the builds' watcher sees us go and stops their groups.
+    start_channel_watch(1, lambda: os.kill(os.getpid(), signal.SIGKILL))
     result = build(module.params, module.check_mode)
     if result.pop("failed", False):
         module.fail_json(**result)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch
 from ansible_collections.flodl.cluster.plugins.module_utils.output_batch import DEFAULT_INTERVAL, OutputBatcher
 
 TAIL_LINES = 30
@@ -140,6 +141,7 @@ def run_streamed(
     stdin_data: bytes | None = None,
     timeout: float | None = None,
     batch_seconds: float = DEFAULT_INTERVAL,
+    watch: GroupWatch | None = None,
 ) -> RunOutcome:
     """Run ``argv``; every output line goes to ``log`` (bytes) as it comes and to ``show`` in batches
     (module_utils.output_batch: a line waits at most ``batch_seconds``); stop cleanly on a signal.
@@ -150,6 +152,10 @@ def run_streamed(
 
     ``timeout`` (seconds) bounds the whole run: past it the command is stopped the same way and the
     outcome says ``timed_out``.
+
+    ``watch`` (module_utils.group_watch, started before this call): told the command's process group as
+    soon as it exists, so the group is stopped even when this process is killed outright. Without one,
+    a thread here notices ansible-playbook's death and interrupts the run as a SIGTERM would.
     """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     interrupted: int | None = None
@@ -164,7 +170,8 @@ def run_streamed(
     watchdog: threading.Timer | None = None
     timed_out = threading.Event()
     done = threading.Event()
-    threading.Thread(target=_watch_parent, args=(os.getppid(), done), daemon=True).start()
+    if watch is None:
+        threading.Thread(target=_watch_parent, args=(os.getppid(), done), daemon=True).start()
     try:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             previous[signum] = signal.signal(signum, on_signal)
@@ -172,6 +179,8 @@ def run_streamed(
             argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
+        if watch is not None:
+            watch.add(proc.pid)
         if proc.stdout is None:
             raise RuntimeError("no stdout pipe")
         if stdin_data is not None and proc.stdin is not None:

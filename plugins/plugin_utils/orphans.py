@@ -52,6 +52,22 @@ def cleanup_argvs(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any]
             for h, (w, b) in targets.items()}
 
 
+def watcher_cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[list[str]]:
+    """The cleanup ssh of every remote worker of the play, computed before the launch starts.
+
+    Handed to the launch's process-group watcher (module_utils.group_watch), which runs them if this
+    process is killed outright (a SIGKILL of Ansible's whole process group leaves nobody else to).
+    Empty when the run cannot be read: the launch itself then reports why.
+    """
+    try:
+        ctx = read_run(action, task_vars, ["teardown"])
+        _skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar,
+                                                               launch_io.PREBUILD_RESULT_VAR))
+        return list(cleanup_argvs(ctx, targets, controller_user(os.environ, run_for_output)).values())
+    except Exception:  # noqa: BLE001  (the launch must not fail for its safety net)
+        return []
+
+
 def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
                  timeout: float) -> tuple[dict[str, Any], list[str]]:
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""

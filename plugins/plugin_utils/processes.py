@@ -9,8 +9,10 @@ action plugins); modules use AnsibleModule.run_command instead.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -43,26 +45,51 @@ class SshResult:
         return self.error is None and self.returncode == 0
 
 
-def run_one(host: str, argv: list[str], timeout: float) -> SshResult:
+# Processes being started right now, and whether starting more is over (plugin_utils.parent_watch):
+# a stop waits for the starts in flight, so no ssh is forked after the stop signalled its group.
+_SPAWN = threading.Condition()
+_SPAWNING = [0]
+_STOPPING = threading.Event()
+
+
+@contextmanager
+def _spawn_slot() -> Iterator[None]:
+    with _SPAWN:
+        if _STOPPING.is_set():
+            raise OSError("the run is stopping (ansible-playbook is gone)")
+        _SPAWNING[0] += 1
+    try:
+        yield
+    finally:
+        with _SPAWN:
+            _SPAWNING[0] -= 1
+            _SPAWN.notify_all()
+
+
+def stop_spawning(wait: float = 2.0) -> bool:
+    """No new process from here on; waits (up to ``wait`` s) for the starts in flight. Whether none is left."""
+    with _SPAWN:
+        _STOPPING.set()
+        return _SPAWN.wait_for(lambda: _SPAWNING[0] == 0, wait)
+
+
+def run_one(host: str, argv: list[str], timeout: float, bound: float | None = None) -> SshResult:
+    """``argv`` under ``timeout``; ``bound``: the wait to name in the error (a sweep's whole deadline)."""
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return SshResult(
-            host, argv, None, _text(exc.stdout), _text(exc.stderr), time.monotonic() - start,
-            error=f"no answer within {timeout:g}s",
-        )
+        with _spawn_slot():
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, errors="replace")
     except OSError as exc:
         return SshResult(host, argv, None, "", "", time.monotonic() - start, error=f"could not start ssh: {exc}")
-    return SshResult(host, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()  # what it printed before it was stopped
+        return SshResult(host, argv, None, _text(stdout), _text(stderr), time.monotonic() - start,
+                         error=f"no answer within {bound or timeout:g}s")
+    return SshResult(host, argv, proc.returncode, stdout, stderr, time.monotonic() - start)
 
 
 def _text(data: bytes | str | None) -> str:
@@ -71,10 +98,58 @@ def _text(data: bytes | str | None) -> str:
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
-def run_parallel(jobs: Mapping[str, list[str]], timeout: float = 30.0, max_parallel: int = 64) -> dict[str, SshResult]:
-    """Run every host's argv at once (bounded) and return results keyed by host."""
+# Each running job holds about 3 descriptors here (its pipes); the rest of the process needs some too.
+FDS_PER_JOB = 3
+FDS_SPARE = 128
+
+
+def parallel_cap(jobs: int, limit: int) -> int:
+    """How many jobs run at once under an open-files ``limit``: all of them when it allows, never under 16."""
+    return max(1, min(jobs, max(16, (limit - FDS_SPARE) // FDS_PER_JOB)))
+
+
+def _open_files_limit(wanted: int) -> int:
+    """The soft open-files limit, raised towards ``wanted`` (up to the hard limit) when it is lower."""
+    try:
+        import resource  # noqa: PLC0415  (POSIX only; the controller is POSIX)
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        return soft if soft != resource.RLIM_INFINITY else wanted
+    except (ImportError, ValueError, OSError):
+        return 1024
+
+
+def _late(host: str, argv: list[str], timeout: float, count: int, cap: int) -> SshResult:
+    return SshResult(host, argv, None, "", "", 0.0,
+                     error=f"not reached: the sweep of {count} hosts ({cap} at once) used its whole {timeout:g}s")
+
+
+def run_parallel(jobs: Mapping[str, list[str]], timeout: float = 30.0,
+                 max_parallel: int | None = None) -> dict[str, SshResult]:
+    """Run every host's argv and return results keyed by host, all within ``timeout`` seconds.
+
+    One deadline for the whole sweep, however many hosts: every job runs at once (the open-files
+    limit is raised for that when it can be) unless ``max_parallel`` (an operator's cap) or that
+    limit says fewer; then a job that starts late gets what is left of the deadline, and one that
+    cannot start before it is reported as not reached.
+    """
     if not jobs:
         return {}
-    with ThreadPoolExecutor(max_workers=min(max_parallel, len(jobs))) as pool:
-        futures = {host: pool.submit(run_one, host, argv, timeout) for host, argv in jobs.items()}
+    count = len(jobs)
+    cap = parallel_cap(count, _open_files_limit(count * FDS_PER_JOB + FDS_SPARE))
+    cap = min(cap, max_parallel) if max_parallel else cap
+    deadline = time.monotonic() + timeout
+
+    def one(host: str, argv: list[str]) -> SshResult:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _late(host, argv, timeout, count, cap)
+        return run_one(host, argv, left, timeout)
+
+    with ThreadPoolExecutor(max_workers=cap) as pool:
+        futures = {host: pool.submit(one, host, argv) for host, argv in jobs.items()}
         return {host: fut.result() for host, fut in futures.items()}

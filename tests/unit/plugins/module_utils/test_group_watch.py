@@ -1,0 +1,142 @@
+"""module_utils.group_watch with real processes: a group outlives neither its starter nor ansible-playbook."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from ansible_collections.flodl.cluster.plugins.module_utils import group_watch
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, start_channel_watch
+
+STARTER = textwrap.dedent(
+    """\
+    import subprocess, sys, time
+    sys.path[:0] = {path!r}
+    from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch
+    watch = GroupWatch(grace=1.0, watch_pid={watch_pid})
+    watch.cleanup([["touch", {canary!r}]])
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    watch.add(proc.pid)
+    print(proc.pid, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie whose parent (the starter) is gone is reaped by init at once
+    return Path(f"/proc/{pgid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pgid: int, seconds: float) -> float:
+    start = time.monotonic()
+    while _group_alive(pgid) and time.monotonic() - start < seconds:
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def _starter(tmp_path: Path, watch_pid: int = 0) -> tuple[subprocess.Popen, int, Path]:
+    canary = tmp_path / "cleaned"
+    code = STARTER.format(path=sys.path, watch_pid=watch_pid, canary=str(canary))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pgid = int(proc.stdout.readline())
+    return proc, pgid, canary
+
+
+def test_sigkill_of_the_starter_stops_the_group_then_runs_the_cleanup(tmp_path):
+    proc, pgid, canary = _starter(tmp_path)
+    assert _group_alive(pgid)
+    proc.kill()
+    proc.wait()
+    assert _wait_gone(pgid, 5) < 3  # TERM at once; the grace (1 s) is not even needed by sleep
+    deadline = time.monotonic() + 5
+    while not canary.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert canary.exists()
+
+
+def test_the_watched_pid_going_stops_the_group_while_the_starter_lives(tmp_path):
+    playbook = subprocess.Popen(["sleep", "60"])
+    proc, pgid, canary = _starter(tmp_path, watch_pid=playbook.pid)
+    try:
+        time.sleep(0.5)
+        assert _group_alive(pgid)
+        playbook.kill()  # left a zombie (not reaped yet): still counts as gone
+        assert _wait_gone(pgid, 5) < 3
+        playbook.wait()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_done_leaves_the_group_alone_and_a_removed_group_is_not_signalled(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        watch = GroupWatch(grace=0.5)
+        watch.add(sleeper.pid)
+        watch.add(other.pid)
+        watch.remove(other.pid)
+        watch.done()
+        assert watch.proc.wait(timeout=5) == 0
+        assert sleeper.poll() is None and other.poll() is None
+        # The lifeline closing without "done" stops what is still registered, and only that.
+        watch = GroupWatch(grace=0.5)
+        watch.add(sleeper.pid)
+        assert watch.proc.stdin is not None
+        watch.proc.stdin.close()
+        assert watch.proc.wait(timeout=5) == 1
+        assert sleeper.wait(timeout=5) == -signal.SIGTERM
+        assert other.poll() is None
+    finally:
+        for p in (sleeper, other):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_a_group_ignoring_sigterm_gets_sigkill_after_the_grace(tmp_path):
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+                                start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+    watch = GroupWatch(grace=1.0)
+    watch.add(stubborn.pid)
+    start = time.monotonic()
+    assert watch.proc.stdin is not None
+    watch.proc.stdin.close()
+    assert stubborn.wait(timeout=10) == -signal.SIGKILL
+    assert 0.9 <= time.monotonic() - start < 5
+
+
+def test_the_watcher_survives_a_kill_of_the_starters_process_group_and_names_itself(tmp_path):
+    watch = GroupWatch(grace=0.5)
+    try:
+        assert os.getsid(watch.proc.pid) == watch.proc.pid  # its own session: no group signal reaches it
+        cmdline = Path(f"/proc/{watch.proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert group_watch.NAME.encode() in cmdline and len(b" ".join(cmdline)) < 600
+    finally:
+        watch.done()
+
+
+def test_a_channel_whose_reader_closed_is_noticed():
+    read_end, write_end = os.pipe()
+    gone = threading.Event()
+    stop = start_channel_watch(write_end, gone.set)
+    try:
+        assert not gone.wait(0.3)  # a live reader: nothing
+        os.close(read_end)
+        assert gone.wait(3)
+    finally:
+        stop.set()
+        os.close(write_end)
