@@ -117,7 +117,8 @@ def refused(argv: list[str], env: dict[str, str], cluster: Cluster, project: Pat
             "lines": len((proc.stdout + proc.stderr).splitlines())}
 
 
-def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], work: Path) -> dict:
+def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], work: Path,
+               forks: list[str]) -> dict:
     shared = SHARED_BASE / f"scalebench-{os.getpid()}-{n}"
     shared.mkdir(parents=True, exist_ok=True)
     os.chmod(shared, 0o755)
@@ -140,14 +141,24 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         dp = {"flodl_data_path": str(data), "flodl_controller_data_path": str(data)}
         inv = inventory(cluster, project, work / f"inv-{n}.json", **dp)
         play = [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.cluster_train"]
-        # The first run builds the binaries (or is refused: then nothing else can run at this size).
+        floor = work / "floor.yml"
+        floor.write_text(FLOOR_PLAY)
+        times = work / "times.json"
+        # The first run builds the binaries, or is refused (nothing is launched at this size): then the refusal
+        # is timed instead, beside the kinds that do not launch (their per-host tasks are still measured).
         before = accepted(cluster)
         _t, proc = run(play, env)
         if proc.returncode != 0:
-            if sum(accepted(cluster).values()) == sum(before.values()):
-                rows = [refused(play, env, cluster, project) for _ in range(reps)]
-                return {"hosts": n, "up": up, "refused": rows, "load": load + [round(os.getloadavg()[0], 2)]}
-            raise RuntimeError(f"first run failed after contact:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+            if sum(accepted(cluster).values()) != sum(before.values()):
+                raise RuntimeError(f"first run failed after contact:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+            script = raw_script(cluster, project, {}, work)  # its probe part only
+            lines = script.read_text().splitlines()
+            probe = work / f"probe-{n}.sh"
+            probe.write_text("\n".join(lines[:lines.index("wait") + 1]) + "\n")
+            kinds = ["refused", "probe", *[f"{k}@{f}" for f in forks for k in ("preflight", "floor")]]
+            samples = measure(kinds, reps, load, cluster=cluster, project=project, play=play, env=env, inv=inv,
+                              floor=floor, probe=probe, script=script, times=times, bins=bins, steps=0)
+            return {"hosts": n, "up": up, "reps": reps, "samples": samples, "load": load, "refused": samples["refused"]}
         record = work / f"launch-env-{n}.json"
         rec_inv = inventory(cluster, project, work / f"inv-rec-{n}.json", **dp,
                             flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
@@ -162,42 +173,55 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         lines = script.read_text().splitlines()
         probe = work / f"probe-{n}.sh"
         probe.write_text("\n".join(lines[:lines.index("wait") + 1]) + "\n")
-        floor = work / "floor.yml"
-        floor.write_text(FLOOR_PLAY)
-        times = work / "times.json"
-        steps = min(n, len(VARIANTS))
         subprocess.run(["sh", str(script)], check=True)  # one untimed round (page cache)
-        samples: dict[str, list] = {k: [] for k in KINDS}
-        for rep in range(reps):
-            order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]
-            for kind in order:
-                load.append(round(os.getloadavg()[0], 2))
-                if kind in ("raw", "probe"):
-                    t0, _proc = run(["sh", str(script if kind == "raw" else probe)])
-                    samples[kind].append({"total": time.monotonic() - t0})
-                    if kind == "raw":
-                        check_raw(cluster, work, steps)
-                elif kind == "cluster_train":
-                    samples[kind].append(timed_train(play, env, times, cluster))
-                else:
-                    argv = ([bins["ansible-playbook"], str(floor), "-i", str(inv)] if kind == "floor"
-                            else [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.preflight"])
-                    if times.exists():
-                        times.unlink()
-                    t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
-                    end = time.monotonic()
-                    if proc.returncode != 0:
-                        raise RuntimeError(f"{kind} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
-                    costs = task_costs(read_events(times), end)
-                    per_host = sum(d for nm, _s, d in costs if "Result of this worker" in nm or "per-host" in nm)
-                    samples[kind].append({"total": end - t0, "per-host task": per_host,
-                                          "lines": len((proc.stdout + proc.stderr).splitlines())})
-        load.append(round(os.getloadavg()[0], 2))
+        kinds = KINDS + [f"{k}@{f}" for f in forks if f != "default" for k in ("preflight", "floor")]
+        samples = measure(kinds, reps, load, cluster=cluster, project=project, play=play, env=env, inv=inv,
+                          floor=floor, probe=probe, script=script, times=times, bins=bins,
+                          steps=min(n, len(VARIANTS)))
         return {"hosts": n, "up": up, "reps": reps, "samples": samples, "env_sizes": sizes, "load": load}
     finally:
         subprocess.run(["umount", "/etc/hosts"], check=False)
         cluster.down()
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project, play, env, inv, floor, probe,
+            script, times, bins, steps) -> dict[str, list]:
+    """Every kind once per repetition, the order rotating: each kind sees the same load."""
+    samples: dict[str, list] = {k: [] for k in kinds}
+    for rep in range(reps):
+        for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
+            load.append(round(os.getloadavg()[0], 2))
+            base, _, forks = kind.partition("@")
+            if base in ("raw", "probe"):
+                t0, _proc = run(["sh", str(script if base == "raw" else probe)])
+                samples[kind].append({"total": time.monotonic() - t0})
+                if base == "raw":
+                    check_raw(cluster, work_of(script), steps)
+            elif base == "cluster_train":
+                samples[kind].append(timed_train(play, env, times, cluster))
+            elif base == "refused":
+                samples[kind].append(refused(play, env, cluster, project))
+            else:
+                argv = ([bins["ansible-playbook"], str(floor), "-i", str(inv)] if base == "floor"
+                        else [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.preflight"])
+                if times.exists():
+                    times.unlink()
+                extra = {"ANSIBLE_FORKS": forks} if forks and forks != "default" else {}
+                t0, proc = run(argv, {**env, **extra, "FLODL_BENCH_TIMES": str(times)})
+                end = time.monotonic()
+                if proc.returncode != 0:
+                    raise RuntimeError(f"{kind} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+                costs = task_costs(read_events(times), end)
+                per_host = sum(d for nm, _s, d in costs if "Result of this worker" in nm or "per-host" in nm)
+                samples[kind].append({"total": end - t0, "per-host task": per_host,
+                                      "lines": len((proc.stdout + proc.stderr).splitlines())})
+    load.append(round(os.getloadavg()[0], 2))
+    return samples
+
+
+def work_of(script: Path) -> Path:
+    return script.parent
 
 
 def med(row: dict, kind: str, key: str = "total") -> float:
@@ -214,7 +238,7 @@ def bucket(row: dict, name: str) -> float:
 
 
 def report(rows: list[dict], version: str, reps: int) -> None:
-    done = [r for r in rows if "samples" in r]
+    done = [r for r in rows if "refused" not in r]
     print(f"{version}; {os.cpu_count()} CPUs; {reps} repetitions; median (min-max) in seconds")
     print("\n| workers | minimum pipeline | cluster_train | ratio | probe | preflight | ratio | floor play "
           "| sshd logins per worker | lines (all / the collection's own) | per worker | load |")
@@ -230,9 +254,20 @@ def report(rows: list[dict], version: str, reps: int) -> None:
               f"{min(r['load'])}-{max(r['load'])} |")
     for r in rows:
         for x in r.get("refused", []):
-            print(f"\n{r['hosts']} workers: refused before contact in {x['seconds']:.2f} s (rc {x['rc']}, "
+            print(f"\n{r['hosts']} workers (load {min(r['load'])}-{max(r['load'])}): refused before contact in "
+                  f"{x['seconds']:.2f} s (rc {x['rc']}, "
                   f"{x['logins']} sshd logins, builds started: {x['builds'] or 'none'}, {x['lines']} lines):"
                   f"\n  {x['message']}")
+    print("\nPer-host tasks by forks (ANSIBLE_FORKS; preflight's worker_result, the floor play's per-host debug)")
+    print("| workers | kind | forks | whole play | its per-host task | per worker (ms) |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        for kind in sorted(r["samples"]):
+            base, _, forks = kind.partition("@")
+            if base in ("preflight", "floor"):
+                ph = statistics.median(x["per-host task"] for x in r["samples"][kind])
+                print(f"| {r['hosts']} | {base} | {forks or 'default'} | {spread(r, kind)} | {ph:.2f} | "
+                      f"{1000 * ph / r['hosts']:.1f} |")
     names = ["startup", *BUCKETS, "other steps"]
     print("\nWhere cluster_train's time goes (medians, seconds)")
     print("| workers | " + " | ".join(names) + " | floor: per-host task |")
@@ -258,7 +293,8 @@ def report(rows: list[dict], version: str, reps: int) -> None:
               f"{slope('preflight')} | {bslope('sweep')} | {bslope('per-host tasks')} | {bslope('rendering')} | "
               f"{slope('floor')} |")
     for r in done:
-        print(f"\n{r['hosts']} workers: launch variables over 1000 bytes: {r['env_sizes']}; hosts up in {r['up']:.1f} s")
+        print(f"\n{r['hosts']} workers: launch variables over 1000 bytes: {r['env_sizes']}; "
+              f"hosts up in {r['up']:.1f} s")
         print("  tasks of the last cluster_train (seconds):")
         for name, sec in r["samples"]["cluster_train"][-1]["tasks"]:
             print(f"    {sec:7.3f}  {name}")
@@ -266,6 +302,8 @@ def report(rows: list[dict], version: str, reps: int) -> None:
 
 def main() -> int:
     args = bench_args(__doc__, "8,32,128,200")
+    # preflight and the floor play again with these ANSIBLE_FORKS values ("default": Ansible's own, 5)
+    forks = [f.strip() for f in os.environ.get("FLODL_BENCH_FORKS", "default").split(",") if f.strip()]
     reason = require_root()
     if reason:
         print(reason, file=sys.stderr)
@@ -287,7 +325,7 @@ def main() -> int:
                                  check=False).stdout.splitlines()[0]
         rows = []
         for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
-            rows.append(bench_size(n, args.reps, bins, env, work))
+            rows.append(bench_size(n, args.reps, bins, env, work, forks))
             print(f"  N={n}: done", file=sys.stderr)
             if args.json:  # after every size: a long run keeps what it measured
                 args.json.parent.mkdir(parents=True, exist_ok=True)
