@@ -175,8 +175,12 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         lines = script.read_text().splitlines()
         probe = work / f"probe-{n}.sh"
         probe.write_text("\n".join(lines[:lines.index("wait") + 1]) + "\n")
-        subprocess.run(["sh", str(script)], check=True)  # one untimed round (page cache)
-        kinds = KINDS + [f"{k}@{f}" for f in forks if f != "default" for k in ("preflight", "floor")]
+        if os.environ.get("FLODL_BENCH_WARM", "1") != "0":
+            subprocess.run(["sh", str(script)], check=True)  # one untimed round (page cache)
+        # FLODL_BENCH_KINDS=raw,cluster_train: only those (a big size on a busy machine)
+        chosen = os.environ.get("FLODL_BENCH_KINDS", ",".join(KINDS))
+        kinds = [k for k in chosen.split(",") if k]
+        kinds += [f"{k}@{f}" for f in forks if f != "default" for k in ("preflight", "floor")]
         samples = measure(kinds, reps, load, cluster=cluster, project=project, play=play, env=env, inv=inv,
                           floor=floor, probe=probe, script=script, times=times, bins=bins,
                           steps=min(n, len(VARIANTS)))
@@ -241,6 +245,13 @@ def bucket(row: dict, name: str) -> float:
 
 def report(rows: list[dict], version: str, reps: int) -> None:
     done = [r for r in rows if "refused" not in r]
+    for r in [r for r in done if not all(k in r["samples"] for k in KINDS)]:  # FLODL_BENCH_KINDS=raw,cluster_train
+        ct = r["samples"]["cluster_train"]
+        print(f"{r['hosts']} workers (load {min(r['load'])}-{max(r['load'])}): minimum pipeline {spread(r, 'raw')}, "
+              f"cluster_train {spread(r, 'cluster_train')}, ratio {med(r, 'cluster_train') / med(r, 'raw'):.2f}x, "
+              f"sshd logins per worker {sorted({x for s in ct for x in s['logins_per_worker']})}, lines "
+              f"{max(s['lines'] for s in ct)} / {max(s['own_lines'] for s in ct)}, buckets {ct[-1]['buckets']}")
+    done = [r for r in done if all(k in r["samples"] for k in KINDS)]
     print(f"{version}; {os.cpu_count()} CPUs; {reps} repetitions; median (min-max) in seconds")
     print("\n| workers | minimum pipeline | cluster_train | ratio | probe | preflight | ratio | floor play "
           "| sshd logins per worker | lines (all / the collection's own) | per worker | load |")
