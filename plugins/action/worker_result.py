@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WORKER_RESULT
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, worker_outcome
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, with_prior, worker_outcome
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP
 
 
@@ -27,18 +27,28 @@ class ActionModule(ActionBase):
         name = str(task_vars.get("inventory_hostname", ""))
         phase_result = args["result"]
         groups = task_vars.get("groups")
-        if isinstance(groups, Mapping) and name not in (groups.get(WORKERS_GROUP) or []):
-            # A play on a host that is not a worker (a runbook on localhost) reports the whole run.
-            if phase_result is None:
-                registered = task_vars.get(args["result_var"])
-                phase_result = registered if isinstance(registered, Mapping) else {}
-            result.update(run_outcome(args["phase"], name, phase_result))
-            return result
+        worker = not (isinstance(groups, Mapping) and name not in (groups.get(WORKERS_GROUP) or []))
         if phase_result is None:
-            # Read as registered, without templating: the phase's own result, for one host.
-            registered = task_vars.get(args["result_var"])
-            per_host = registered.get("per_host") if isinstance(registered, Mapping) else None
-            entry = per_host.get(name) if isinstance(per_host, Mapping) else None
-            phase_result = {"per_host": {name: entry}} if entry is not None else {}
-        result.update(worker_outcome(args["phase"], name, phase_result))
+            phase_result = _registered(task_vars, args["result_var"], name, worker)
+        # An earlier phase this report also speaks for (cluster_train's build): only when it ran in this play.
+        prior = _registered(task_vars, args["prior_result_var"], name, worker) if args["prior_result_var"] else {}
+        if prior:
+            result.update(with_prior(args["phase"], args["prior_phase"], name, phase_result, prior, worker=worker))
+        elif worker:
+            result.update(worker_outcome(args["phase"], name, phase_result))
+        else:
+            # A play on a host that is not a worker (a runbook on localhost) reports the whole run.
+            result.update(run_outcome(args["phase"], name, phase_result))
         return result
+
+
+def _registered(task_vars, var_name, name, worker):
+    """A phase's registered result as Ansible stored it, without templating; a worker reads its own entry only."""
+    registered = task_vars.get(var_name)
+    if not isinstance(registered, Mapping):
+        return {}
+    if not worker:
+        return registered
+    per_host = registered.get("per_host")
+    entry = per_host.get(name) if isinstance(per_host, Mapping) else None
+    return {"per_host": {name: entry}} if entry is not None else {}

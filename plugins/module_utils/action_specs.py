@@ -17,9 +17,12 @@ WORKER_RESULT: dict[str, Any] = {
         "phase": {"type": "str", "required": True},
         "result": {"type": "dict"},
         "result_var": {"type": "str"},
+        "prior_phase": {"type": "str"},
+        "prior_result_var": {"type": "str"},
     },
     "required_one_of": [["result", "result_var"]],
     "mutually_exclusive": [["result", "result_var"]],
+    "required_together": [["prior_phase", "prior_result_var"]],
 }
 
 # flodl.cluster.orphan_cleanup

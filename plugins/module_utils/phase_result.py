@@ -85,6 +85,33 @@ def run_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, 
     return out
 
 
+def with_prior(
+    phase: str, prior_phase: str, inventory_hostname: str, phase_result: Mapping[str, Any],
+    prior_result: Mapping[str, Any], *, worker: bool = True,
+) -> dict[str, Any]:
+    """One report for two phases run back to back (cluster_train's build, then its launch): one task per worker.
+
+    The earlier phase's failure wins: that worker fails with its own build (the launch did not start, the
+    playbook gates it on the builds). A worker the later phase did not reach reports the earlier one. Else
+    the later phase decides, with the earlier one's data beside it and its change counted.
+    """
+    if not worker:
+        prior = run_outcome(prior_phase, inventory_hostname, prior_result)
+        return prior if prior.get("failed") else run_outcome(phase, inventory_hostname, phase_result)
+    before = worker_outcome(prior_phase, inventory_hostname, prior_result)
+    if before.get("failed"):
+        return before
+    found = (phase_result.get("per_host") or {}).get(inventory_hostname)
+    if not isinstance(found, Mapping):
+        return dict(before, msg=f"{before['msg']} ({phase} did not run)")
+    out = worker_outcome(phase, inventory_hostname, phase_result)
+    if prior_phase in before:
+        out[prior_phase] = before[prior_phase]
+        out["msg"] = f"{prior_phase}: {before['msg']}; {phase}: {out['msg']}"
+    out["changed"] = bool(out.get("changed") or before.get("changed"))
+    return out
+
+
 def _named(host: str, msg: str) -> str:
     """``msg`` led by the host's name, unless it already names the host before its first colon."""
     head = msg.split(":", 1)[0]

@@ -38,6 +38,18 @@ options:
         cheaper than O(result), which templates the expression for every host.
     type: str
     version_added: "0.2.0"
+  prior_phase:
+    description:
+      - An earlier phase of the same play that this report also speaks for, e.g. V(prebuild) in
+        C(cluster_train), whose builds are reported with the launch (one report task per worker, not two).
+      - The worker fails with its own entry there when that failed (the playbook did not launch); a worker the
+        later phase did not reach reports the earlier phase; otherwise the later phase decides and the
+        earlier one's data is returned beside it. Ignored when O(prior_result_var) is not set in the play.
+      - Requires O(prior_result_var).
+    type: str
+  prior_result_var:
+    description: The name of the variable the earlier phase's run-once step was registered as, read like O(result_var).
+    type: str
 attributes:
   check_mode:
     description: Only reports.
@@ -73,7 +85,7 @@ preflight:
   returned: when O(phase=preflight)
   type: dict
 prebuild:
-  description: For O(phase=prebuild), the host's build (variant, binary, envelope entry, log).
-  returned: when O(phase=prebuild)
+  description: For O(phase=prebuild) or O(prior_phase=prebuild), the host's build (variant, binary, envelope entry, log).
+  returned: when O(phase=prebuild) or O(prior_phase=prebuild)
   type: dict
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, ansible_bin, need, run_ansible
-from play_output import failed_in_recap, recap, task_results
+from play_output import failed_in_recap, recap, results, task_results
 
 DEMO = REPO_ROOT / "examples" / "demo"
 PLAYBOOKS = "flodl.cluster"
@@ -282,12 +282,12 @@ def test_cluster_train_two_variants_then_a_failing_rank(installed_collection, cl
     assert f"[h1] ld_library_path={project}/libtorch/precompiled/cu128/lib\n" in out
     # the phases ran in order
     assert out.index("flodl preflight") < out.index("Prebuild | Build on the build host") < out.index("flodl launch plan")
-    # every worker reports each phase by name
-    for task in ("Preflight | Result of this worker", "Prebuild | Result of this worker",
-                 "Launch | Result of this worker"):
+    # every worker reports its preflight, then its build with its launch (one task for both)
+    for task in ("Preflight | Result of this worker", "Launch | Result of this worker"):
         per_worker = task_results(out, task)
         assert sorted(per_worker) == ["h1", "h2", "h3"] and set(per_worker.values()) <= {"ok", "changed"}, (
             task, per_worker)
+    assert "Prebuild | Result of this worker" not in out
     assert failed_in_recap(out) == [] and sorted(recap(out)) == ["h1", "h2", "h3"]
 
     inv = cluster.write_inventory(
@@ -301,6 +301,20 @@ def test_cluster_train_two_variants_then_a_failing_rank(installed_collection, cl
     assert "[standin-launcher] h2: exited with status 3" in proc.stdout
     assert "the launch command exited with code 3 (rc=3)" in proc.stdout + proc.stderr
     assert '"rc": 3' in proc.stdout
+
+    # A failed build (h3's rocm variant no longer compiles) starts no launch and fails that worker, in the
+    # report of its build and launch; the others built and report so.
+    main_rs = project / "src" / "main.rs"
+    main_rs.write_text(main_rs.read_text() + '\n#[cfg(feature = "rocm")]\ncompile_error!("rocm broken on purpose");\n')
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
+    assert proc.returncode != 0
+    fails = results(proc.stdout)
+    assert sorted(fails) == ["h3"] and "precompiled/rocm63" in fails["h3"]["msg"], fails
+    reported = task_results(proc.stdout, "Launch | Result of this worker")
+    assert reported.pop("h3") == "fatal" and sorted(reported) == ["h1", "h2"], reported
+    assert set(reported.values()) <= {"ok", "changed"}, reported
+    assert failed_in_recap(proc.stdout) == ["h3"]
+    assert "flodl launch plan" not in proc.stdout and "[standin-launcher]" not in proc.stdout
 
 
 def test_check_mode_prints_the_plan_and_runs_nothing(installed_collection, cluster3, netns_shared_dir, tmp_path):

@@ -381,9 +381,12 @@ def test_unreachable_worker_only_warns_and_the_run_goes_on(
     counts = recap(proc.stdout)
     assert failed_in_recap(proc.stdout) == []
     assert counts["h3"]["unreachable"] == 0 and counts["h3"]["skipped"] >= 1, counts
-    # The run went on: prebuild planned every worker's build, the launch plan was printed, rc 0.
-    assert "Prebuild | Result of this worker" in proc.stdout, proc.stdout
+    # The run went on: prebuild planned every worker's build, the launch plan was printed, and each worker
+    # reported its build with its launch (no separate prebuild report in cluster_train), rc 0.
+    assert "Prebuild | Build on the build host" in proc.stdout, proc.stdout
     assert "flodl launch plan (check mode" in proc.stdout
+    assert "Prebuild | Result of this worker" not in proc.stdout
+    assert sorted(task_results(proc.stdout, "Launch | Result of this worker")) == ["h1", "h2", "h3"]
     assert proc.returncode == 0
 
 

@@ -8,6 +8,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
     entry,
     refused_entries,
     run_outcome,
+    with_prior,
     worker_outcome,
 )
 
@@ -104,3 +105,46 @@ def test_the_run_verdict_names_each_failed_host_once():
         "- host h10, variant precompiled/cu128: build exited with status 101",
         f"h2: {REFUSED}: host h1 (worker 0): bad",
     ]
+
+
+# --------------------------------------------------------------------------- one report for a build and its launch
+
+BUILT = {"per_host": {"h1": entry("changed", "built: target/h1/train", bin="target/h1/train"),
+                      "h2": entry("failed", "build for precompiled/rocm63 failed: `cargo build`"),
+                      "h0": entry("skipped", "the controller's own box: no prebuild")}}
+LAUNCHED = {"per_host": {h: entry("ok", f"in the launched run, ranks {r}", ranks=[r])
+                         for r, h in enumerate(["h0", "h1", "h2"])}}
+
+
+def test_a_failed_build_fails_its_worker_whatever_the_launch_says():
+    out = with_prior("launch", "prebuild", "h2", LAUNCHED, BUILT)
+    assert out["failed"] is True and out["msg"] == "build for precompiled/rocm63 failed: `cargo build`"
+    assert "launch" not in out
+
+
+def test_a_built_and_launched_worker_reports_both():
+    out = with_prior("launch", "prebuild", "h1", LAUNCHED, BUILT)
+    assert not out.get("failed") and out["changed"] is True  # the build changed it
+    assert out["msg"] == "prebuild: built: target/h1/train; launch: in the launched run, ranks 1"
+    assert out["prebuild"] == {"bin": "target/h1/train"} and out["launch"] == {"ranks": [1]}
+
+
+def test_the_controllers_box_is_in_the_launch_though_it_needs_no_build():
+    out = with_prior("launch", "prebuild", "h0", LAUNCHED, BUILT)
+    assert not out.get("skipped") and not out.get("failed") and out["changed"] is False
+    assert out["launch"] == {"ranks": [0]}
+
+
+def test_a_worker_the_launch_did_not_reach_reports_its_build():
+    # Another worker's build failed: the launch did not run, this worker's own build is its result.
+    out = with_prior("launch", "prebuild", "h1", {}, BUILT)
+    assert not out.get("failed") and out["changed"] is True
+    assert out["msg"] == "built: target/h1/train (launch did not run)"
+
+
+def test_a_non_worker_play_host_reports_the_failed_builds_first():
+    out = with_prior("launch", "prebuild", "localhost", LAUNCHED, BUILT, worker=False)
+    assert out["failed"] is True and out["msg"].splitlines()[0].startswith("prebuild for 3 worker(s)")
+    passed = dict(BUILT, per_host={h: e for h, e in BUILT["per_host"].items() if h != "h2"})
+    out = with_prior("launch", "prebuild", "localhost", LAUNCHED, passed, worker=False)
+    assert not out.get("failed") and out["msg"].startswith("launch for 3 worker(s)")

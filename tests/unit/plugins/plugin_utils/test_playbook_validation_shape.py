@@ -29,3 +29,28 @@ def test_cluster_train_preflight_covers_every_phase_it_runs():
     assert play["vars"]["flodl_preflight_phases"] == ["preflight", "prebuild", "launch"]
     step = yaml.safe_load((REPO / "roles" / "preflight" / "tasks" / "main.yml").read_text())[0]["block"][0]
     assert "flodl_preflight_phases" in step["flodl.cluster.preflight_check"]["phases"]
+
+
+def _worker_reports(tasks):
+    """The worker_result tasks of a task list, blocks included."""
+    found = []
+    for task in tasks:
+        found += _worker_reports(task.get("block", []) + task.get("always", []))
+        if "flodl.cluster.worker_result" in task:
+            found.append(task["flodl.cluster.worker_result"])
+    return found
+
+
+def test_cluster_train_reports_a_build_with_its_launch_and_launches_nothing_after_a_failed_build():
+    """Two report tasks per worker (preflight; build + launch), not three: one output line and task each fewer."""
+    play = yaml.safe_load((REPO / "playbooks" / "cluster_train.yml").read_text())[0]
+    prebuild = play["tasks"][1]["ansible.builtin.import_role"]
+    assert prebuild["name"] == "flodl.cluster.prebuild" and prebuild["tasks_from"] == "build"
+    assert _worker_reports(yaml.safe_load((REPO / "roles" / "prebuild" / "tasks" / "build.yml").read_text())) == []
+    # The prebuild role on its own still reports every worker's build.
+    assert [r["phase"] for r in _worker_reports(
+        yaml.safe_load((REPO / "roles" / "prebuild" / "tasks" / "main.yml").read_text()))] == ["prebuild"]
+    launch = yaml.safe_load((REPO / "roles" / "launch" / "tasks" / "main.yml").read_text())
+    assert launch[0]["when"] == "not (flodl_prebuild_run.builds_failed | default(false))"
+    assert _worker_reports(launch) == [{"phase": "launch", "result_var": "flodl_launch_env",
+                                        "prior_phase": "prebuild", "prior_result_var": "flodl_prebuild_run"}]
