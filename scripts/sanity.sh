@@ -19,8 +19,10 @@ WORK="$TOP/ansible_collections/flodl/cluster"
 # ansible-test bootstraps pip from a host this machine cannot reach; give it
 # the offline equivalent under the names it looks for.
 mkdir -p "$HOME/.ansible/test/cache"
+# Copied then renamed: the other line's sanity run may be reading the file at that moment.
 for version in 24.2 25.2 25.3 26.0; do
-  cp "$REPO_ROOT/scripts/ansible-test-get-pip.py" "$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
+  dest="$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
+  cp "$REPO_ROOT/scripts/ansible-test-get-pip.py" "$dest.$$" && mv -f "$dest.$$" "$dest"
 done
 
 mkdir -p "$WORK"

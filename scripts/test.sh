@@ -11,6 +11,8 @@
 #   scripts/test.sh molecule     the molecule scenarios (extensions/molecule/), 2.19 line
 #   scripts/test.sh ee           the execution environment: image build, then a job in it
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
+#   FLODL_SERIAL=1 scripts/test.sh      the lines' sanity and integration runs one after another
+#                                       (by default the two lines run at the same time)
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,7 +38,39 @@ run_pytest() { # $1 = line, $2 = label, rest = pytest args; COVER=<data file>: u
   step "pytest $label on ansible-core $line"
   "$VENV_DIR/ansible-$line/bin/python" "${runner[@]}" -p no:cacheprovider -ra \
     --junitxml="$REPORTS/$label-$line.xml" "$@"
-  record "pytest $label ($line)" $?
+  local rc=$?
+  record "pytest $label ($line)" $rc
+  return $rc
+}
+
+# Runs one command per ansible-core line, the lines at the same time: each line's run waits on ssh, sleeps
+# and timeouts of its hosts for much of its wall time, which the other line fills. Each line writes its
+# own log, printed whole when it ends (no interleaving). $1 = label, rest = the command, where the word
+# @LINE@ stands for the line. FLODL_SERIAL=1: one line after the other, output as it comes.
+per_line() {
+  local label="$1" line log pids=()
+  shift
+  for line in $LINES; do
+    log="$REPORTS/${label// /-}-$line.log"
+    # A subshell either way: the line's own exit status is recorded here, once.
+    if [ "${FLODL_SERIAL:-}" = 1 ]; then
+      (started=$SECONDS; "${@//@LINE@/$line}"; rc=$?; echo "$label on ansible-core $line: $((SECONDS - started))s"
+       exit $rc)
+      record "$label ($line)" $?
+    else
+      (started=$SECONDS; "${@//@LINE@/$line}"; rc=$?; echo "$label on ansible-core $line: $((SECONDS - started))s"
+       exit $rc) >"$log" 2>&1 &
+      pids+=("$!")
+    fi
+  done
+  local i=0
+  for line in $LINES; do
+    [ "${#pids[@]}" -gt "$i" ] || break
+    wait "${pids[$i]}"
+    record "$label ($line)" $?
+    cat "$REPORTS/${label// /-}-$line.log"
+    i=$((i + 1))
+  done
 }
 
 if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
@@ -69,15 +103,12 @@ if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
   # ansible-builder create/introspect, galaxy-importer on the built tarball,
   # role READMEs and examples/awx/ (tests/publish/test_publish.py).
   run_pytest 2.19 publish tests/publish -v
-  for line in $LINES; do
-    step "ansible-test sanity on ansible-core $line"
-    "$REPO_ROOT/scripts/sanity.sh" "$line"
-    record "ansible-test sanity ($line)" $?
-  done
+  sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
+  per_line "ansible-test sanity" sanity_line @LINE@
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
-  for line in $LINES; do run_pytest "$line" integration tests/integration -v; done
+  per_line "integration" run_pytest @LINE@ integration tests/integration -v
 fi
 
 run_ee() {

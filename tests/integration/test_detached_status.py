@@ -29,7 +29,11 @@ def _inventory(tmp_path, project, command: str):
 def test_status_reports_the_exit_code_and_fails_a_failed_run(installed_collection, tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
-    inv = _inventory(tmp_path, project, "sleep 15; echo training done; exit 4")
+    # The run ends when the test says so (a gate file), not after a fixed sleep: the "running" check can
+    # never come too late on a slow machine, and an idle one waits for nothing.
+    gate = tmp_path / "gate"
+    inv = _inventory(tmp_path, project,
+                     f"timeout 120 sh -c 'until [ -e {gate} ]; do sleep 0.1; done'; echo training done; exit 4")
     env = {"FLODL_HOST_NAME": "ctl"}
     start = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.launch",
                                                "-e", "flodl_launch_detach=true"], env=env)
@@ -41,6 +45,7 @@ def test_status_reports_the_exit_code_and_fails_a_failed_run(installed_collectio
                                                  "-e", artifact], env=env)
     assert running.returncode == 0
     assert f"flodl run {run_id} on localhost: launcher running" in running.stdout
+    gate.touch()
 
     ended = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.status",
                                                "-e", artifact, "-e", "flodl_status_wait_seconds=60"], env=env)

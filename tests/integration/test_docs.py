@@ -18,11 +18,30 @@ def test_every_phase_has_a_module_and_role() -> None:
     assert ROLES == ["launch", "prebuild", "preflight"]
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_module_doc_renders(installed_collection, name: str) -> None:
-    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "module", f"flodl.cluster.{name}"])
+def _rendered(collection, kind: str, names: list[str]) -> dict[str, str]:
+    """One ``ansible-doc -t <kind>`` run for all ``names`` (each costs a second of start-up): each one's text."""
+    proc = run_ansible(collection, ["ansible-doc", "-t", kind, *(f"flodl.cluster.{n}" for n in names)])
     assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
+    # Each one's text starts with "> MODULE flodl.cluster.<name> (<path>)" ("> ROLE: *flodl.cluster.<name>*").
+    parts = re.split(r"^(?=> )", proc.stdout, flags=re.M)
+    found = {n: p for n in names for p in parts if re.match(rf"> \S+ \W*flodl\.cluster\.{n}\b", p)}
+    assert sorted(found) == sorted(names), proc.stdout[:2000]
+    return found
+
+
+@pytest.fixture(scope="module")
+def module_docs(installed_collection) -> dict[str, str]:
+    return _rendered(installed_collection, "module", MODULES)
+
+
+@pytest.fixture(scope="module")
+def role_docs(installed_collection) -> dict[str, str]:
+    return _rendered(installed_collection, "role", ROLES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_doc_renders(module_docs, name: str) -> None:
+    text = module_docs[name]
     assert f"flodl.cluster.{name}" in text
     # DOCUMENTATION, EXAMPLES and RETURN all rendered.
     assert "AUTHOR" in text
@@ -43,12 +62,11 @@ def test_inventory_doc_renders(installed_collection) -> None:
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_role_argument_spec_renders(installed_collection, role: str) -> None:
-    proc = run_ansible(installed_collection, ["ansible-doc", "-t", "role", f"flodl.cluster.{role}"])
-    assert proc.returncode == 0, proc.stderr
-    assert f"flodl.cluster.{role}" in proc.stdout
-    assert re.search(r"ENTRY POINT: \*?main\*?", proc.stdout)
-    assert "Options (= indicates it is required)" in proc.stdout
+def test_role_argument_spec_renders(role_docs, role: str) -> None:
+    text = role_docs[role]
+    assert f"flodl.cluster.{role}" in text
+    assert re.search(r"ENTRY POINT: \*?main\*?", text)
+    assert "Options (= indicates it is required)" in text
 
 
 def test_playbooks_are_installed(installed_collection) -> None:

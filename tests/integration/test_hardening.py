@@ -233,21 +233,13 @@ def test_payloads_in_inputs_never_reach_a_shell(installed_collection, cluster3, 
         return str(canaries / f"canary-{n}")
 
     base = worker_vars(project, SAME_VARIANT, {"h1": [0], "h2": [0], "h3": [0]})
+    # End to end: the payloads an ssh client would run (-oProxyCommand), and a worker's own refusal in the
+    # PLAY RECAP. Every other refusal of a payload before contact is a unit test
+    # (tests/unit/plugins/action/test_refusals_before_contact.py).
     refused = [
         # (group vars, host vars for h2, what the refusal says)
-        ({"flodl_cmd_dir": "../../.."}, {}, "flodl_cmd_dir '../../..' climbs out of"),
-        ({"flodl_cmd": f"train;touch {canary(1)}"}, {}, "contains ' ', '/', ';', which rustc refuses in a binary crate"),
-        ({}, {"flodl_arch": "../../../../usr"}, "flodl_arch '../../../../usr' climbs out of"),
         ({}, {"flodl_host": f"-oProxyCommand=touch {canary(2)}"}, "starts with '-'"),
         ({}, {"ansible_host": f"-oProxyCommand=touch {canary(3)}"}, "starts with '-'"),
-        # Late or opaque failures, now checked with the run.
-        ({"flodl_build_host": "nohost"}, {}, "flodl_build_host 'nohost' is not an inventory host"),
-        ({}, {"flodl_env": {"BIG": "x" * 200_000}}, "over the kernel's 131072-byte limit for one environment"),
-        ({}, {"flodl_local_devices": [0, 0]}, "lists GPU 0 more than once"),
-        # Types the roles' argument specs know: the run's own rules say why and how to fix, before contact.
-        ({"flodl_prebuild_dedupe": "maybe"}, {}, "flodl_prebuild_dedupe must be true or false"),
-        ({"flodl_build_timeout": "soon"}, {}, "flodl_build_timeout must be a number of seconds above 0"),
-        ({"flodl_launch_grace_seconds": "soon"}, {}, "flodl_launch_grace_seconds must be a number of seconds"),
         # A worker's own variable: refused as that worker's own result (PLAY RECAP: h2 failed, h1 and h3 skipped).
         ({}, {"flodl_gpu_ram_share": "half"}, "host h2 (worker 1): flodl_gpu_ram_share: must be a non-negative fraction"),
     ]

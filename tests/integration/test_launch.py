@@ -355,15 +355,12 @@ def test_check_mode_prints_the_plan_and_runs_nothing(installed_collection, clust
 # --------------------------------------------------------------------------- validation before any host
 
 
+# One case end to end (0 logins on every host); every refusal of this kind, by both playbooks' first steps, is
+# a unit test (tests/unit/plugins/action/test_refusals_before_contact.py).
 @pytest.mark.parametrize(
     ("extra", "worker_env", "env", "expect"),
     [
         ({"flodl_cluster_env": {"CUDA_VISIBLE_DEVICES": "0"}}, None, {}, 'key "CUDA_VISIBLE_DEVICES" is reserved'),
-        ({}, {"FLODL_INTERNAL_LOCAL_RANK": "1"}, {},
-         'host h2 (worker 1): flodl_env["FLODL_INTERNAL_LOCAL_RANK"]: key "FLODL_INTERNAL_LOCAL_RANK" is reserved'),
-        ({}, {"FDL_ENV": "x"}, {}, 'host h2 (worker 1): flodl_env["FDL_ENV"]: key "FDL_ENV" is reserved'),
-        ({}, None, {"FLODL_NET_TIMEOUT_SCALE": "0.05"}, "FLODL_NET_TIMEOUT_SCALE='0.05' is out of range"),
-        ({"flodl_net_timeout_scale": "1_0"}, None, {}, "is not a number"),
     ],
 )
 def test_invalid_runs_fail_before_any_host(installed_collection, cluster3, netns_shared_dir, tmp_path,

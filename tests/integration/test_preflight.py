@@ -248,12 +248,12 @@ def test_missing_convention_default_only_warns(installed_collection, cluster3, t
 # --------------------------------------------------------------------------
 
 
+# One case end to end (0 logins); the others, and every refusal before contact, are unit tests
+# (tests/unit/plugins/action/test_refusals_before_contact.py).
 @pytest.mark.parametrize(
     ("case", "expect"),
     [
         ("reserved_env", "CUDA_VISIBLE_DEVICES"),
-        ("scale_var", "FLODL_NET_TIMEOUT_SCALE"),
-        ("scale_env", "FLODL_NET_TIMEOUT_SCALE"),
     ],
 )
 def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_path, netns_shared_dir, case, expect):

@@ -146,3 +146,9 @@ def no_processes(monkeypatch):
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
     return started
+
+
+@pytest.fixture
+def run_as():
+    """``run_as(action, case)``: another action (not the module's ACTION) run on a loaded case."""
+    return run_case

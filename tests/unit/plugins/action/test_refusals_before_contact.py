@@ -1,0 +1,107 @@
+"""Runs refused before contact, through the real actions that refuse them (no process started).
+
+These cases used to be integration tests, one ansible-playbook run (or two) each, on namespace hosts that
+were never contacted. Each now runs the step that refuses it: ``flodl.cluster.topology`` with the launch
+phase (the first step of the launch playbook) and ``flodl.cluster.preflight_check`` with every phase (the
+first step of cluster_train). The integration tests keep a few of them end to end, each showing 0 logins on
+the hosts' sshd (test_launch.py, test_preflight.py, test_hardening.py).
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+ACTION = "topology"
+BASE = "three_workers"  # a valid run of ctl, gpu-b (worker 1) and gpu-c
+WORKER = "gpu-b"
+ALL_PHASES = ["preflight", "prebuild", "launch"]
+CANARY = "/var/tmp/flodl-canary"
+
+# (run-level variables, variables of gpu-b, environment, what the refusal says); every case is refused by
+# cluster_train's first step; those marked launch=True by the launch playbook's first step as well.
+CASES = {
+    # from test_launch.py: refused by cluster_train and by launch
+    "reserved_cluster_env": ({"flodl_cluster_env": {"CUDA_VISIBLE_DEVICES": "0"}}, {}, {},
+                             'key "CUDA_VISIBLE_DEVICES" is reserved', True),
+    "reserved_worker_rank": ({}, {"flodl_env": {"FLODL_INTERNAL_LOCAL_RANK": "1"}}, {},
+                             'host gpu-b (worker 1): flodl_env["FLODL_INTERNAL_LOCAL_RANK"]: '
+                             'key "FLODL_INTERNAL_LOCAL_RANK" is reserved', True),
+    "reserved_worker_fdl_env": ({}, {"flodl_env": {"FDL_ENV": "x"}}, {},
+                                'host gpu-b (worker 1): flodl_env["FDL_ENV"]: key "FDL_ENV" is reserved', True),
+    "scale_env_out_of_range": ({}, {}, {"FLODL_NET_TIMEOUT_SCALE": "0.05"},
+                               "FLODL_NET_TIMEOUT_SCALE='0.05' is out of range", True),
+    "scale_var_not_a_number": ({"flodl_net_timeout_scale": "1_0"}, {}, {}, "is not a number", True),
+    # from test_preflight.py
+    "reserved_worker_cuda": ({}, {"flodl_env": {"CUDA_VISIBLE_DEVICES": "0"}}, {},
+                             'host gpu-b (worker 1): flodl_env["CUDA_VISIBLE_DEVICES"]', True),
+    "scale_var_out_of_range": ({"flodl_net_timeout_scale": "0.05"}, {}, {}, "FLODL_NET_TIMEOUT_SCALE", True),
+    # from test_hardening.py (payloads in inputs)
+    "cmd_dir_climbs_out": ({"flodl_cmd_dir": "../../.."}, {}, {}, "flodl_cmd_dir '../../..' climbs out of", False),
+    "cmd_with_a_shell_payload": ({"flodl_cmd": f"train;touch {CANARY}"}, {}, {},
+                                 "contains ' ', '/', ';', which rustc refuses in a binary crate", False),
+    "arch_climbs_out": ({}, {"flodl_arch": "../../../../usr"}, {}, "flodl_arch '../../../../usr' climbs out of",
+                        False),
+    "build_host_not_in_inventory": ({"flodl_build_host": "nohost"}, {}, {},
+                                    "flodl_build_host 'nohost' is not an inventory host", False),
+    "env_over_the_kernel_limit": ({}, {"flodl_env": {"BIG": "x" * 200_000}}, {},
+                                  "over the kernel's 131072-byte limit for one environment", False),
+    "gpu_listed_twice": ({}, {"flodl_local_devices": [0, 0]}, {}, "lists GPU 0 more than once", False),
+    "dedupe_not_a_bool": ({"flodl_prebuild_dedupe": "maybe"}, {}, {},
+                          "flodl_prebuild_dedupe must be true or false", False),
+    "build_timeout_not_a_number": ({"flodl_build_timeout": "soon"}, {}, {},
+                                   "flodl_build_timeout must be a number of seconds above 0", False),
+    "grace_not_a_number": ({"flodl_launch_grace_seconds": "soon"}, {}, {},
+                           "flodl_launch_grace_seconds must be a number of seconds", False),
+    "gpu_ram_share_not_a_fraction": ({}, {"flodl_gpu_ram_share": "half"}, {},
+                                     "host gpu-b (worker 1): flodl_gpu_ram_share: must be a non-negative fraction",
+                                     False),
+}
+
+
+def _apply(loaded, group: dict, worker: dict):
+    """Run-level variables reach every host's vars (as group ``all`` does); a worker's only its own."""
+    tv = copy.deepcopy(loaded.task_vars)
+    tv.update(group)
+    for host in tv["hostvars"].values():
+        host.update(group)
+    tv["hostvars"][WORKER].update(worker)
+    loaded.task_vars = tv
+    return loaded
+
+
+def _text(result: dict) -> str:
+    return " ".join([str(result.get("msg", "")), *map(str, result.get("problems", []))])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cluster_train_refuses_before_contact(name, case, run_as, monkeypatch, no_processes):
+    group, worker, env, expect, _launch = CASES[name]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    loaded = _apply(case(BASE), group, worker)
+    loaded.args = {"phases": ALL_PHASES}
+    result = run_as("preflight_check", loaded)
+    text = _text(result)
+    assert expect in text, text
+    assert "no host was contacted" in text
+    if worker:  # a worker's own variable: that worker fails, the others are skipped uncontacted
+        assert result["refused"] is True and result["failed_hosts"] == [WORKER], result
+        assert {e["status"] for h, e in result["per_host"].items() if h != WORKER} == {"skipped"}
+    else:
+        assert result.get("failed") is True or result.get("refused") is True, result
+    assert CANARY not in text or name == "cmd_with_a_shell_payload"
+    assert no_processes == []  # no probe, no ssh, no local command
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c[4]))
+def test_the_launch_playbook_refuses_before_contact(name, case, run, monkeypatch, no_processes):
+    group, worker, env, expect, _launch = CASES[name]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    loaded = _apply(case(BASE), group, worker)
+    loaded.args = {"phases": ["launch"], "lock": True}
+    result = run(loaded)
+    assert result.get("failed") is True, result
+    assert expect in _text(result) and "no host was contacted" in result["msg"], result
+    assert no_processes == []
