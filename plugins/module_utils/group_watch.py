@@ -24,7 +24,7 @@ import select
 import subprocess
 import sys
 import threading
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 WATCHER_SOURCE = r'''
 import json, os, select, signal, subprocess, sys, time
@@ -193,6 +193,17 @@ class GroupWatch:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass  # it exits on its own; never hold the run for it
+
+
+def start_group(argv: List[str], cwd: str, env: dict, stdout: Any) -> "subprocess.Popen[bytes]":
+    """``argv`` in a session (so a process group) of its own: stdin closed, stderr into ``stdout``.
+
+    Not Ansible's run_command: builds run concurrently in threads, each streaming into its own log.
+    """
+    return subprocess.Popen(  # pylint: disable=ansible-bad-function
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def start_watch(grace: float, watch_pid: int = 0, cleanup_timeout: float = 30.0) -> Optional[GroupWatch]:

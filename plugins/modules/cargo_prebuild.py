@@ -282,6 +282,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import (
     GroupWatch,
     start_channel_watch,
+    start_group,
     start_watch,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
@@ -351,10 +352,8 @@ def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeo
     started = time.monotonic()
     # Not module.run_command: builds run concurrently in threads, each
     # streaming straight into its own log file rather than into memory.
-    proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
-        [tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
-        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    proc = start_group([tool, "--signal=TERM", f"--kill-after={KILL_GRACE_SECONDS}", f"{timeout:g}", *argv],
+                       cwd, env, log)
     if watch is not None:
         watch.add(proc.pid)
     try:

@@ -270,7 +270,7 @@ def _trial(collection, env, tmp_path: Path, phase: str, trial: int, send, label:
     late = left
     while late and time.monotonic() - t0 < 30:  # how late, for the report only
         time.sleep(0.5)
-        late, _ = leftovers(env, marker)
+        late = leftovers(env, marker)[0]
     print(f"{phase} {label} trial {trial}: clean after {seconds:.1f}s"
           f"{f' (FAILED; gone after {time.monotonic() - t0:.1f}s)' if left else ''}; "
           f"Ansible's own ssh masters left: {len(masters)}")
@@ -325,7 +325,7 @@ def test_a_silent_worker_ends_the_launch_within_the_connect_bound(installed_coll
     # The launch phase alone, after a prebuild that reaches no worker (it runs on the controller); the
     # bound lowered from its default (10 s, unit: test_connect_bound.py) to keep the test short.
     inv = _inventory(env, tmp_path / "inv.json", silent=True, flodl_launch_connect_timeout=2)
-    rc, out, _ = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"], 120)
+    rc, out, _seconds = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"], 120)
     assert rc == 0, out
     rc, out, seconds = _bounded_run(installed_collection, ["-i", str(inv), f"{PLAYBOOKS}.launch"], 90)
     print(f"launch with a silent worker ended after {seconds:.1f}s (rc={rc})")

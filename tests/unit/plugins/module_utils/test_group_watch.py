@@ -123,7 +123,11 @@ def test_the_watcher_survives_a_kill_of_the_starters_process_group_and_names_its
     watch = GroupWatch(grace=0.5)
     try:
         assert os.getsid(watch.proc.pid) == watch.proc.pid  # its own session: no group signal reaches it
-        cmdline = Path(f"/proc/{watch.proc.pid}/cmdline").read_bytes().split(b"\0")
+        deadline = time.monotonic() + 5
+        cmdline = [b""]
+        while cmdline == [b""] and time.monotonic() < deadline:  # empty until its exec is done
+            cmdline = Path(f"/proc/{watch.proc.pid}/cmdline").read_bytes().split(b"\0")
+            time.sleep(0.01)
         assert group_watch.NAME.encode() in cmdline and len(b" ".join(cmdline)) < 600
     finally:
         watch.done()
