@@ -198,7 +198,7 @@ def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project,
     for rep in range(reps):
         for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
             load.append(round(os.getloadavg()[0], 2))
-            base, _, forks = kind.partition("@")
+            base, _sep, forks = kind.partition("@")
             if base in ("raw", "probe"):
                 t0, _proc = run(["sh", str(script if base == "raw" else probe)])
                 samples[kind].append({"total": time.monotonic() - t0})
@@ -276,7 +276,7 @@ def report(rows: list[dict], version: str, reps: int) -> None:
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         for kind in sorted(r["samples"]):
-            base, _, forks = kind.partition("@")
+            base, _sep, forks = kind.partition("@")
             if base in ("preflight", "floor"):
                 ph = statistics.median(x["per-host task"] for x in r["samples"][kind])
                 print(f"| {r['hosts']} | {base} | {forks or 'default'} | {spread(r, kind)} | {ph:.2f} | "

@@ -10,7 +10,7 @@ Ansible's (``ssh_args``), not the run's, and are counted apart.
 
 The build is a fake ``cargo`` (a shell script) so a trial costs seconds: it either sleeps (the slow
 build) or writes a rank "binary" (a python script that sleeps) where cargo would. Trials per case:
-``FLODL_SIGNAL_TRIALS`` (default 1).
+``FLODL_SIGNAL_TRIALS`` (default 5, the issue's floor for catching a race).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(_HARNESS))
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 PLAYBOOKS = "flodl.cluster"
-TRIALS = int(os.environ.get("FLODL_SIGNAL_TRIALS", "1"))
+TRIALS = int(os.environ.get("FLODL_SIGNAL_TRIALS", "5"))
 GRACE = 2
 SIGNALS = [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 SILENT_PORT = 2222
