@@ -13,6 +13,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_summary
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
@@ -71,7 +72,7 @@ class ActionModule(ActionBase):
         result.update(built)
         if built.get("summary"):
             # The operator's view of every build (and, in check mode, the plan), as the other phases print theirs.
-            display.display("\n".join(str(line) for line in built["summary"]))
+            display.display("\n".join(folded_summary(built, verbose=display.verbosity >= 1)))
         if built.get("failed") and built.get("failed_hosts"):
             # Host builds failed: each of those workers fails with its own build below; the step stays ok.
             result.update(failed=False, builds_failed=True)

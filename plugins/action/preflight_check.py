@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],
             check=bool(self._task.check_mode), prebuild=ctx.prebuild,
             controller_identity=(found.get(lhio.RESULT_KEY) or {}).get("identity") or ctx.controller_identity,
-            build_host=ctx.build_host)
+            build_host=ctx.build_host, verbose=display.verbosity >= 1)
         for warning in data["warnings"]:
             display.warning(warning)
         display.display("\n".join(lines))

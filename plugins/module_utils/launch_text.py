@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.fold import Row, fold
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
@@ -120,8 +121,22 @@ def summary_lines(plan: le.LaunchPlan, env: Mapping[str, str], envelope_text: st
     workers = (plan.topology or {}).get("workers") or []
     built = json.loads(envelope_text) if envelope_text else {}
     lines.append(f"  workers ({len(workers)}):")
-    lines += [worker_line(w, inventory_names, built) for w in workers]
+    lines += fold([worker_row(w, inventory_names, built) for w in workers], verbose=False, indent="    ")
     return lines
+
+
+def worker_row(worker: Mapping[str, Any], inventory_names: Mapping[str, str], built: Mapping[str, Any]) -> Row:
+    """:func:`worker_line`, and what it shares with the other workers (rank count, how reached, prebuilt)."""
+    host = str(worker.get("host"))
+    ssh = worker.get("ssh")
+    reach = "no ssh (the controller's own box)"
+    if isinstance(ssh, Mapping):
+        reach = "ssh" + (f" as {ssh['user']}" if ssh.get("user") else "") + (f" port {ssh['port']}" if ssh.get("port") else "")
+    entry = built.get(host)
+    prebuilt = ", prebuilt" if isinstance(entry, Mapping) and entry.get("bin") else ""
+    state = f"{len(worker.get('ranks') or [])} rank(s) each, {reach}{prebuilt}"
+    return Row(host=inventory_names.get(host, host), line=worker_line(worker, inventory_names, built).strip(),
+               state=state)
 
 
 def outcome_fields(

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.fold import Row, fold
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import target_of
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, device_count
@@ -480,6 +481,18 @@ def last_line(text: str) -> str:
 
 def summary_line(report: Mapping[str, Any]) -> str:
     """``h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd``."""
+    label, state = _summary_parts(report)
+    return f"{label}: {state}"
+
+
+def summary_row(report: Mapping[str, Any]) -> Row:
+    """The host's summary line, and its state without the host's name (what healthy hosts fold by)."""
+    label, state = _summary_parts(report)
+    return Row(host=label, line=f"{label}: {state}", state=state,
+               problem=report.get("status") != STATUS_OK or report.get("role") == "controller")
+
+
+def _summary_parts(report: Mapping[str, Any]) -> tuple[str, str]:
     parts: list[str] = []
     label = str(report["host"])
     if report.get("role") == "controller":
@@ -500,7 +513,7 @@ def summary_line(report: Mapping[str, Any]) -> str:
     if gpus:
         parts.append(f"gpus {gpus['nvidia']} nvidia / {gpus['amd']} amd")
     detail = ", ".join(parts)
-    return f"{label}: {report['status']}" + (f" — {detail}" if detail else "")
+    return label, f"{report['status']}" + (f" — {detail}" if detail else "")
 
 
 # Order of the one line per host: what needs the operator first.
@@ -596,8 +609,12 @@ def run_report(
     controller_identity: str,
     prebuild: bool,
     build_host: str,
+    verbose: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The preflight step's result (``failure`` set when any host has an error) and the lines it prints."""
+    """The preflight step's result (``failure`` set when any host has an error) and the lines it prints.
+
+    Without ``verbose`` (``-v``) a large cluster's healthy hosts are folded by state (module_utils.fold).
+    """
     ordered = [controller, *reports.values()]
     totals = collect(ordered)
     warnings = [*sweep_warnings, *totals["warnings"]]
@@ -611,7 +628,7 @@ def run_report(
     }
     header = f"flodl preflight ({len(reports)} worker(s) of the play"
     header += f", build arch {build_arch})" if build_arch else ")"
-    lines = [header, *[f"  {line}" for line in summary]] + ([advisory] if advisory else [])
+    lines = [header, *fold([summary_row(r) for r in problems_first(ordered)], verbose)] + ([advisory] if advisory else [])
     if check:
         lines.append("flodl preflight probes (check mode; the probe only reads):")
         lines += [f"  {h}: {r['probe_command']}" for h, r in reports.items() if "probe_command" in r]

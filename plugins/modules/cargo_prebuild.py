@@ -254,6 +254,18 @@ summary:
   returned: always
   type: list
   elements: str
+summary_rows:
+  description:
+    - The same per-host lines as data, problems first. C(state) is the line without the host's own paths and
+      times; above 32 workers and without C(-v), the step prints healthy hosts folded by it, one line per state.
+  returned: when the step planned builds
+  type: list
+  elements: dict
+  contains:
+    host: {description: The inventory host., type: str, returned: always}
+    line: {description: The host's own summary line., type: str, returned: always}
+    state: {description: What healthy hosts are folded by., type: str, returned: always}
+    problem: {description: Whether the host cannot build or its build failed., type: bool, returned: always}
 run_model_use:
   description:
     - How this step got the run model. C(source) is C(built) when it read and validated the run itself, else the
@@ -567,7 +579,8 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         for step in runnable:
             for host in step.hosts:
                 hosts[host]["status"] = "would build" if host == step.host else "would link"
-        result.update(builds=[s.as_dict() for s in plan.steps], hosts=hosts, summary=_summary(plan, hosts, check=True))
+        result.update(builds=[s.as_dict() for s in plan.steps], hosts=hosts, summary=_summary(plan, hosts, check=True),
+                      summary_rows=_summary_rows(hosts, check=True))
         if failures:
             return _with_failures(result, order, failures)
         envelope = plan.envelope()
@@ -578,7 +591,8 @@ def build(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     ran = _run_steps(runnable, plan, extra_env, p["tail_lines"], p["build_timeout"])
     builds = [ran.get(step.host) or dict(step.as_dict(), status="not run", changed=False) for step in plan.steps]
     changed = _settle(runnable, ran, hosts, failures)
-    result.update(builds=builds, hosts=hosts, summary=_summary(plan, hosts, check=False))
+    result.update(builds=builds, hosts=hosts, summary=_summary(plan, hosts, check=False),
+                  summary_rows=_summary_rows(hosts, check=False))
     if failures:
         result["changed"] = changed or previous_envelope is not None
         built = sum(1 for b in builds if b.get("status") in ("built", "up to date"))
@@ -748,35 +762,41 @@ def _write(path: str, text: str) -> None:
 
 
 def _summary(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]], *, check: bool) -> list[str]:
-    builds = len(plan.steps)
-    lines = [
-        f"{plan.mode} prebuild of --bin {plan.cmd} for {len(hosts)} remote host(s): "
-        f"{builds} build(s), dedupe {'on' if plan.dedupe else 'off'}"
-    ]
-    # One line per host, the ones that cannot build or failed first.
+    """The header, then one line per host (the ones that cannot build or failed first)."""
+    return [_summary_header(plan, hosts)] + [row["line"] for row in _summary_rows(hosts, check=check)]
+
+
+def _summary_header(plan: PrebuildPlan, hosts: dict[str, dict[str, Any]]) -> str:
+    return (f"{plan.mode} prebuild of --bin {plan.cmd} for {len(hosts)} remote host(s): "
+            f"{len(plan.steps)} build(s), dedupe {'on' if plan.dedupe else 'off'}")
+
+
+def _summary_rows(hosts: dict[str, dict[str, Any]], *, check: bool) -> list[dict[str, Any]]:
+    """Per host: its line, its state without the host's own paths (what healthy hosts fold by), a problem or not."""
     ok = ("built", "up to date", "linked", "would build", "would link")
+    rows = []
     for host, entry in sorted(hosts.items(), key=lambda item: item[1].get("status", "planned") in ok):
         head = f"{host} [{entry.get('arch') or 'no flodl_arch'}]"
         status = entry.get("status", "planned")
+        state = f"[{entry.get('arch') or 'no flodl_arch'}] {status}"
         if check:
             if status == "would build":
-                lines.append(
-                    f"{head}: would run in {entry['cwd']}: {_env_text(entry['env'])} sh -c {entry['command']!r} "
-                    f"-> {entry['bin']}"
-                )
+                line = (f"{head}: would run in {entry['cwd']}: {_env_text(entry['env'])} sh -c {entry['command']!r} "
+                        f"-> {entry['bin']}")
             elif status == "would link":
-                lines.append(f"{head}: would link the binary built for {entry['built_by']} -> {entry['bin']}")
+                line = f"{head}: would link the binary built for {entry['built_by']} -> {entry['bin']}"
             else:
-                lines.append(f"{head}: cannot build")
-            continue
-        if status in ("built", "up to date"):
-            lines.append(f"{head}: {status} in {entry['seconds']}s -> {entry['bin']}")
+                line = f"{head}: cannot build"
+        elif status in ("built", "up to date"):
+            line = f"{head}: {status} in {entry['seconds']}s -> {entry['bin']}"
         elif status == "linked":
             what = "linked" if entry.get("changed") else "already linked"
-            lines.append(f"{head}: {what} from the build of {entry['built_by']} -> {entry['bin']}")
+            line = f"{head}: {what} from the build of {entry['built_by']} -> {entry['bin']}"
+            state = f"[{entry.get('arch') or 'no flodl_arch'}] {what} from another host's build"
         else:
-            lines.append(f"{head}: FAILED")
-    return lines
+            line = f"{head}: FAILED"
+        rows.append({"host": host, "line": line, "state": state, "problem": status not in ok})
+    return rows
 
 
 if __name__ == "__main__":

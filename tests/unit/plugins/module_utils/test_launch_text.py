@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils.fold import FOLD_ABOVE
+
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields, plan_fields
 
 LOG = "/p/target/cluster/logs/launch-1.log"
@@ -107,19 +109,26 @@ def _fields(plan, *, check=False, verbose=False, envelope=None):
                        log_dir="/l", check=check, guard=None, inventory_names={"w1": "inv-w1"}, verbose=verbose)
 
 
-@pytest.mark.parametrize("workers", [2, 40, 200])
-def test_the_summary_grows_by_one_line_per_worker_and_shows_sizes_not_hex(workers):
+@pytest.mark.parametrize("workers", [2, 32, 40, 200])
+def test_the_summary_has_a_line_per_worker_up_to_the_fold_and_shows_sizes_not_hex(workers):
     plan = _big_plan(workers)
     lines = _fields(plan)["plan"]
     fixed = len(_fields(_big_plan(2))["plan"]) - 2
-    assert len(lines) == fixed + workers
+    if workers <= FOLD_ABOVE:
+        assert len(lines) == fixed + workers
+    else:  # alike workers share one line (+ the note saying so): the plan stays bounded as the cluster grows
+        folded = [ln for ln in lines if "workers): " in ln]
+        assert len(lines) <= fixed + 2 + 2 and folded
+        assert sum(len(ln.split(": ", 1)[1].split(", ")) for ln in folded) == workers
+        assert any("-v prints one line each" in ln for ln in lines)
     text = "\n".join(lines)
     full = plan.env["FLODL_INTERNAL_FULL_CLUSTER_JSON"]
     assert full[:64] not in text and '"host"' not in text  # no hex, no decoded topology
     size = len("FLODL_INTERNAL_FULL_CLUSTER_JSON=") + len(full) + 1
     assert f"    FLODL_INTERNAL_FULL_CLUSTER_JSON=<{size} bytes, hex-encoded JSON>" in lines
     assert "    FLODL_INTERNAL_FDL_CMD=train" in lines  # short values are shown as they are
-    assert "    inv-w1 (host w1): ranks 2-3, devices 0-1, ssh alice@10.0.1.1:2222 (1 option(s))" in lines
+    if workers <= FOLD_ABOVE:
+        assert "    inv-w1 (host w1): ranks 2-3, devices 0-1, ssh alice@10.0.1.1:2222 (1 option(s))" in lines
     assert lines[1] == f"  command : {plan.command}" and lines[3] == "  log     : /l/launch-<timestamp>.log"
 
 

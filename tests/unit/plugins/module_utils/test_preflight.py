@@ -554,3 +554,18 @@ def test_run_report_of_a_clean_run_has_no_failure() -> None:
     assert data["ok"] is True and "failure" not in data and data["failed_hosts"] == []
     assert lines[0] == "flodl preflight (1 worker(s) of the play)"
     assert not any("check mode" in line for line in lines)
+
+
+def test_run_report_of_a_large_cluster_folds_its_healthy_hosts_without_v() -> None:
+    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
+    reports = {f"h{i}": dict(_eval(), host=f"h{i}") for i in range(60)}
+    reports["h9"] = dict(_eval(), host="h9", status="error", errors=["h9: the declared data path /mnt/gone is missing"])
+    data, lines = pf.run_report(controller, reports, [], build_arch=None, check=False, controller_identity="vm",
+                                prebuild=False, build_host="localhost", verbose=False)
+    assert len(data["summary"]) == 61  # the result keeps every host's line
+    assert lines[1].startswith("  h9: error") and lines[2].startswith("  controller vm: ok")
+    folded = [ln for ln in lines if "(59 workers): h0, h1, h2" in ln]
+    assert len(folded) == 1 and len(lines) <= 6, lines
+    _data, verbose_lines = pf.run_report(controller, reports, [], build_arch=None, check=False,
+                                         controller_identity="vm", prebuild=False, build_host="localhost", verbose=True)
+    assert sum(ln.startswith("  h") for ln in verbose_lines) == 60
