@@ -9,6 +9,7 @@ VENV_DIR="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}"
 APT_PACKAGES=(
   openssh-server openssh-client iproute2 util-linux procps
   musl musl-tools docker.io debootstrap git rsync
+  iptables  # the AWX job pod of the tests (tests/harness/pod.py) drops connections into it
   shellcheck  # ansible-test sanity skips its shellcheck test without it
 )
 
