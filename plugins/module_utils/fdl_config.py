@@ -35,7 +35,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.fdl_commands import 
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import FDL_FILE_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
-from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
+from ansible_collections.flodl.cluster.plugins.module_utils.field_checks import kind as _kind
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import FDL
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import cluster_problems
 
 try:
     import yaml
