@@ -4,7 +4,7 @@
 """An fdl project's ``commands:`` map: which command fans out, and how fdl-cli runs it.
 
 Standard library only (imported by the ``fdl_cluster`` inventory plugin
-through :mod:`fdl_config`).
+through :mod:`fdl_inventory`).
 """
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.validate import INVENTORY, JOIN_KEYS, cluster_problems
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import INVENTORY
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import JOIN_KEYS, cluster_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, CPU, variant_vendor
 
 DEFAULT_CONTROLLER_PORT = 1337

@@ -21,7 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.netscale import (
     NetScaleError,
     parse_net_timeout_scale,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, run_level, texts, worded
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import INVENTORY, Problem, run_level, texts, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     absolute_path_problem,
@@ -41,7 +41,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     cluster_from_inventory,
     too_few_ranks,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.validate import INVENTORY, cluster_findings
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import cluster_findings
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_rules as rules
 from ansible_collections.flodl.cluster.plugins.plugin_utils.inventory_sources import empty_group_problem
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output

@@ -10,11 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import fdl_config as fc
+from ansible_collections.flodl.cluster.plugins.module_utils import fdl_chain
 from ansible_collections.flodl.cluster.plugins.module_utils import libtorch_env as lt
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils import safe_files
 from ansible_collections.flodl.cluster.plugins.module_utils import safe_reads as sf
+from ansible_collections.flodl.cluster.plugins.module_utils.fdl_error import FdlConfigError
 from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
 from ansible_collections.flodl.cluster.plugins.plugin_utils import detached_io, launch_io, runlock_io
 
@@ -152,8 +153,8 @@ def test_prebuild_previous_envelope_is_read(tmp_path):
 def test_fdl_file_planted_as_fifo_or_huge_is_refused_naming_it(tmp_path, plant):
     path = tmp_path / "fdl.cluster.yml"
     fifo(path) if plant == "fifo" else big(path, sf.FDL_FILE_MAX + 1)
-    with pytest.raises(fc.FdlConfigError) as err:
-        bounded(lambda: fc.load_document(path))
+    with pytest.raises(FdlConfigError) as err:
+        bounded(lambda: fdl_chain.load_document(path))
     assert str(path) in str(err.value)
 
 
@@ -162,8 +163,8 @@ def test_inherit_from_target_planted_as_fifo_or_huge_is_refused_naming_it(tmp_pa
     (tmp_path / "fdl.yml").write_text("inherit-from: parent.yml\n", encoding="utf-8")
     parent = tmp_path / "parent.yml"
     fifo(parent) if plant == "fifo" else big(parent, sf.FDL_FILE_MAX + 1)
-    with pytest.raises(fc.FdlConfigError) as err:
-        bounded(lambda: fc.resolve_chain(tmp_path / "fdl.yml"))
+    with pytest.raises(FdlConfigError) as err:
+        bounded(lambda: fdl_chain.resolve_chain(tmp_path / "fdl.yml"))
     assert str(parent) in str(err.value) and "its content is not shown" in str(err.value)
 
 

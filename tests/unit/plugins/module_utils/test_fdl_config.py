@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils import fdl_chain as fch
+from ansible_collections.flodl.cluster.plugins.module_utils import fdl_commands
 from ansible_collections.flodl.cluster.plugins.module_utils import fdl_config as fc
+from ansible_collections.flodl.cluster.plugins.module_utils import fdl_inventory as fi
+from ansible_collections.flodl.cluster.plugins.module_utils import fdl_yaml
 from ansible_collections.flodl.cluster.plugins.module_utils import topology
-from ansible_collections.flodl.cluster.plugins.module_utils.fdl_config import FdlConfigError
+from ansible_collections.flodl.cluster.plugins.module_utils.fdl_error import FdlConfigError
 
 BASE_YML = """\
 description: demo project
@@ -182,13 +186,13 @@ class TestDiscovery:
     def test_non_mapping_document(self, tmp_path):
         path = write(tmp_path / "fdl.yml", "- a\n- b\n")
         with pytest.raises(FdlConfigError) as err:
-            fc.load_document(path)
+            fch.load_document(path)
         assert str(path) in str(err.value) and "mapping" in str(err.value)
 
     def test_yaml_syntax_error_names_file(self, tmp_path):
         path = write(tmp_path / "fdl.yml", "a: [1\n")
         with pytest.raises(FdlConfigError) as err:
-            fc.load_document(path)
+            fch.load_document(path)
         assert str(path) in str(err.value)
 
 
@@ -200,28 +204,28 @@ class TestInheritFrom:
         write(tmp_path / "shared" / "root.yml", "a: root\nroot_only: 1\n")
         write(tmp_path / "shared" / "mid.yml", "inherit-from: root.yml\na: mid\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: shared/mid.yml\nleaf: 1\n")
-        chain = fc.resolve_chain(leaf)
+        chain = fch.resolve_chain(leaf)
         assert [p.name for p, unused in chain] == ["root.yml", "mid.yml", "fdl.yml"]
-        assert all(fc.INHERIT_KEY not in doc for unused, doc in chain)
+        assert all(fch.INHERIT_KEY not in doc for unused, doc in chain)
         assert fc.merge_layers([d for unused, d in chain]) == {"a": "mid", "root_only": 1, "leaf": 1}
 
     def test_relative_to_declaring_file(self, tmp_path):
         write(tmp_path / "a" / "b" / "parent.yml", "p: 1\n")
         write(tmp_path / "a" / "child.yml", "inherit-from: b/parent.yml\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: a/child.yml\n")
-        assert [p.name for p, unused in fc.resolve_chain(leaf)] == ["parent.yml", "child.yml", "fdl.yml"]
+        assert [p.name for p, unused in fch.resolve_chain(leaf)] == ["parent.yml", "child.yml", "fdl.yml"]
 
     def test_absolute_parent_inside_the_project(self, tmp_path):
         parent = write(tmp_path / "proj" / "shared" / "p.yml", "x: 1\n")
         leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % parent)
-        assert fc.merge_layers([d for unused, d in fc.resolve_chain(leaf)]) == {"x": 1}
+        assert fc.merge_layers([d for unused, d in fch.resolve_chain(leaf)]) == {"x": 1}
 
     def test_absolute_parent_outside_needs_an_explicit_root(self, tmp_path):
         parent = write(tmp_path / "elsewhere" / "p.yml", "x: 1\n")
         leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % parent)
         with pytest.raises(FdlConfigError, match="is outside the project"):
-            fc.resolve_chain(leaf)
-        chain = fc.resolve_chain(leaf, roots=[tmp_path / "proj", tmp_path / "elsewhere"])
+            fch.resolve_chain(leaf)
+        chain = fch.resolve_chain(leaf, roots=[tmp_path / "proj", tmp_path / "elsewhere"])
         assert fc.merge_layers([d for unused, d in chain]) == {"x": 1}
 
     SECRET = "-----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
@@ -240,7 +244,7 @@ class TestInheritFrom:
         (tmp_path / "proj" / "innocent.yml").symlink_to(secret)
         leaf = write(tmp_path / "proj" / "fdl.yml", "inherit-from: %s\n" % value)
         with pytest.raises(FdlConfigError) as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         text = str(err.value)
         assert "is outside the project (%s)" % (tmp_path / "proj") in text
         assert str(secret) in text
@@ -251,7 +255,7 @@ class TestInheritFrom:
         parent = write(tmp_path / "notes.yml", self.SECRET)
         leaf = write(tmp_path / "fdl.yml", "inherit-from: notes.yml\n")
         with pytest.raises(FdlConfigError) as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         size = len(self.SECRET.encode())
         assert str(err.value) == (
             "%s: inherit-from: inherit-from target `%s` (%d bytes) is not a mapping at its top level; its content "
@@ -263,7 +267,7 @@ class TestInheritFrom:
         write(tmp_path / "bad.yml", "a: 1\ntoken: [hunter2\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: bad.yml\n")
         with pytest.raises(FdlConfigError, match=r"is not valid YAML \(line \d+, column \d+\)") as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert "hunter2" not in str(err.value)
 
     def test_a_json_parent_error_reports_the_position_only(self, tmp_path):
@@ -271,19 +275,19 @@ class TestInheritFrom:
         write(tmp_path / "bad.json", '{"token": "hunter2",}')
         leaf = write(tmp_path / "fdl.yml", "inherit-from: bad.json\n")
         with pytest.raises(FdlConfigError, match=r"is not valid JSON \(line 1, column 2[01]\)") as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert "hunter2" not in str(err.value)
 
     def test_non_string_inherit_from_reports_type_and_size(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: [secret-one, secret-two]\n")
         with pytest.raises(FdlConfigError, match="must be a string path, got a list of 2 items") as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert "secret" not in str(err.value)
 
     def test_url_value_is_not_echoed(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: https://user:token@example.invalid/x.yml\n")
         with pytest.raises(FdlConfigError, match="remote parents") as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert "token" not in str(err.value)
 
     def test_overlay_chain_and_dedupe_first_kept(self, tmp_path):
@@ -310,29 +314,29 @@ class TestInheritFrom:
         write(tmp_path / "b.yml", "inherit-from: a.yml\n")
         leaf = write(tmp_path / "fdl.yml", "inherit-from: a.yml\n")
         with pytest.raises(FdlConfigError, match="inherit-from cycle detected") as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert "a.yml -> " in str(err.value)
 
     def test_self_inheritance_is_a_cycle(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: fdl.yml\n")
         with pytest.raises(FdlConfigError, match="cycle"):
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
 
     def test_missing_parent_names_declaring_file(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: nope.yml\n")
         with pytest.raises(FdlConfigError) as err:
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
         assert str(leaf) in str(err.value) and "nope.yml" in str(err.value)
 
     @pytest.mark.parametrize("value", ["3", "''", "[a.yml]", "https://example.invalid/fdl.yml"])
     def test_bad_values(self, tmp_path, value):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: %s\n" % value)
         with pytest.raises(FdlConfigError, match="inherit-from"):
-            fc.resolve_chain(leaf)
+            fch.resolve_chain(leaf)
 
     def test_null_inherit_from_is_ignored(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: null\na: 1\n")
-        assert fc.resolve_chain(leaf)[0][1] == {"a": 1}
+        assert fch.resolve_chain(leaf)[0][1] == {"a": 1}
 
 
 # ---------------------------------------------------------------- validation
@@ -340,14 +344,14 @@ class TestInheritFrom:
 
 def error_for(cluster, files=("/p/fdl.yml", "/p/fdl.cluster.yml")) -> str:
     with pytest.raises(FdlConfigError) as err:
-        fc.validate_cluster(cluster, files)
+        fi.validate_cluster(cluster, files)
     return str(err.value)
 
 
 class TestValidation:
     def test_valid_minimal(self):
         cluster = minimal_cluster()
-        assert fc.validate_cluster(cluster) is cluster
+        assert fi.validate_cluster(cluster) is cluster
 
     def test_unknown_worker_key_names_file_and_key_path(self, tmp_path):
         write(tmp_path / "fdl.yml", "")
@@ -355,7 +359,7 @@ class TestValidation:
         write(tmp_path / "fdl.cluster.yml", text)
         config = fc.load_config(tmp_path)
         with pytest.raises(FdlConfigError) as err:
-            fc.cluster_block(config)
+            fi.cluster_block(config)
         message = str(err.value)
         assert str(tmp_path / "fdl.yml") in message
         assert str(tmp_path / "fdl.cluster.yml") in message
@@ -391,11 +395,11 @@ class TestValidation:
     def test_ranks_checked_after_merge(self, tmp_path):
         write(tmp_path / "fdl.yml", "cluster:\n  workers:\n    - {host: a, ranks: [0]}\n")
         write(tmp_path / "fdl.cluster.yml", CLUSTER_YML)  # replaces the whole workers list
-        fc.cluster_block(fc.load_config(tmp_path))
+        fi.cluster_block(fc.load_config(tmp_path))
 
     @pytest.mark.parametrize("value", ["all", [0], [0, 1, 7], [255]])
     def test_local_devices_accepted(self, value):
-        fc.validate_cluster(minimal_cluster(local_devices=value))
+        fi.validate_cluster(minimal_cluster(local_devices=value))
 
     @pytest.mark.parametrize(
         "value, problem",
@@ -476,7 +480,7 @@ class TestValidation:
             ": cluster.workers: is empty; list the workers (an empty roster needs controller.join.discovery: true)"
         )
         cluster["controller"]["join"] = {"discovery": True}
-        fc.validate_cluster(cluster)
+        fi.validate_cluster(cluster)
         del cluster["workers"]
         assert "cluster.workers: required key is missing" in error_for(cluster)
 
@@ -500,7 +504,7 @@ class TestValidation:
     def test_controller_port_accepted(self, port):
         cluster = minimal_cluster()
         cluster["controller"]["port"] = port
-        fc.validate_cluster(cluster)
+        fi.validate_cluster(cluster)
 
     def test_ssh_port_u16(self):
         message = error_for(minimal_cluster(ssh={"port": 70000}))
@@ -526,13 +530,13 @@ class TestValidation:
     def test_gpu_ram_share_accepted(self, share):
         cluster = minimal_cluster(gpu_ram_share=share)
         cluster["gpu_ram_share"] = share
-        fc.validate_cluster(cluster)
+        fi.validate_cluster(cluster)
 
     def test_tunnel_bool(self):
         assert 'cluster.workers[0] ("gpu-a").tunnel: must be true or false, got a string ("yes")' in error_for(
             minimal_cluster(tunnel="yes")
         )
-        fc.validate_cluster(minimal_cluster(tunnel=True))
+        fi.validate_cluster(minimal_cluster(tunnel=True))
 
     def test_env_string_values(self):
         message = error_for(minimal_cluster(env={"NCCL_DEBUG": "WARN", "OMP_NUM_THREADS": 4}))
@@ -551,7 +555,7 @@ class TestValidation:
             cluster
         )
         cluster["controller"]["join"] = {"discovery": True, "min_rank_start": 2, "start": "hybrid", "token": "ab" * 16}
-        fc.validate_cluster(cluster)
+        fi.validate_cluster(cluster)
 
     def test_string_fields(self):
         message = error_for(minimal_cluster(arch=128))
@@ -566,7 +570,7 @@ class TestValidation:
         write(tmp_path / "fdl.yml", BASE_YML)
         write(tmp_path / "fdl.cluster.yml", "description: nothing\n")
         with pytest.raises(FdlConfigError, match=r"no `cluster:` block"):
-            fc.cluster_block(fc.load_config(tmp_path))
+            fi.cluster_block(fc.load_config(tmp_path))
 
 
 # ---------------------------------------------------------------- mapping
@@ -574,7 +578,7 @@ class TestValidation:
 
 class TestMapping:
     def test_example_project(self, project):
-        workers, cluster_vars = fc.build_inventory(project)
+        workers, cluster_vars = fi.build_inventory(project)
         assert [name for name, unused in workers] == ["gpu-a", "gpu-b"]
         gpu_a, gpu_b = (v for unused, v in workers)
         assert gpu_a == {
@@ -616,7 +620,7 @@ class TestMapping:
             "host": "h", "local_devices": [0], "nccl_socket_ifname": "", "path": "/p",
             "tunnel": False, "docker": "cuda", "env": {}, "gpu_ram_share": 0.5,
         }
-        hostvars = fc.worker_hostvars(worker, "/proj")
+        hostvars = fi.worker_hostvars(worker, "/proj")
         assert hostvars["flodl_tunnel"] is False
         assert hostvars["flodl_docker"] == "cuda"
         assert hostvars["flodl_env"] == {}
@@ -625,7 +629,7 @@ class TestMapping:
         assert not any(k.startswith("ansible_") and k != "ansible_host" for k in hostvars)
 
     def test_ssh_target_is_ansible_host(self):
-        hostvars = fc.worker_hostvars(
+        hostvars = fi.worker_hostvars(
             {"host": "gpu-b", "local_devices": "all", "nccl_socket_ifname": "e", "path": "/p",
              "ssh": {"target": "10.1.2.3"}}, "/proj")
         assert hostvars["ansible_host"] == "10.1.2.3"
@@ -642,18 +646,18 @@ class TestMapping:
         ],
     )
     def test_identity_file_resolution(self, identity, expected):
-        assert fc.identity_for_ansible(identity, "/proj") == expected
+        assert fi.identity_for_ansible(identity, "/proj") == expected
 
     def test_ssh_common_args_quoting(self):
-        assert fc.ssh_common_args(["A=b"]) == "-o A=b"
-        assert fc.ssh_common_args(["ProxyCommand=ssh -W %h:%p j'mp"]) == "-o 'ProxyCommand=ssh -W %h:%p j'\"'\"'mp'"
+        assert fi.ssh_common_args(["A=b"]) == "-o A=b"
+        assert fi.ssh_common_args(["ProxyCommand=ssh -W %h:%p j'mp"]) == "-o 'ProxyCommand=ssh -W %h:%p j'\"'\"'mp'"
 
     def test_controller_optional_vars(self):
         cluster = minimal_cluster()
         cluster["controller"].update(port=2000, arch="precompiled/cpu", data_path="/d",
                                      join={"discovery": True, "min_rank_start": 2})
         cluster["gpu_ram_share"] = 0.25
-        unused, cluster_vars = fc.inventory_from_cluster(cluster, "/proj", None)
+        unused, cluster_vars = fi.inventory_from_cluster(cluster, "/proj", None)
         assert cluster_vars == {
             "flodl_controller_host": "10.0.0.1",
             "flodl_controller_path": "/p",
@@ -670,26 +674,26 @@ class TestMapping:
         cluster["workers"] = [
             {"host": h, "local_devices": [0], "nccl_socket_ifname": "e", "path": "/p"} for h in ("c", "a", "b")
         ]
-        workers, unused = fc.inventory_from_cluster(cluster, "/proj", "cluster")
+        workers, unused = fi.inventory_from_cluster(cluster, "/proj", "cluster")
         assert [n for n, unused in workers] == ["c", "a", "b"]
 
     def test_duplicate_host_refused(self):
         cluster = minimal_cluster()
         cluster["workers"].append(dict(cluster["workers"][0]))
         with pytest.raises(FdlConfigError) as err:
-            fc.inventory_from_cluster(cluster, "/proj", "cluster", files=["/p/fdl.yml"])
+            fi.inventory_from_cluster(cluster, "/proj", "cluster", files=["/p/fdl.yml"])
         assert 'cluster.workers[1] ("gpu-a").host' in str(err.value)
         assert "/p/fdl.yml" in str(err.value)
 
     def test_mapping_does_not_alias_input(self):
         cluster = minimal_cluster(env={"A": "1"})
-        workers, unused = fc.inventory_from_cluster(cluster, "/proj", None)
+        workers, unused = fi.inventory_from_cluster(cluster, "/proj", None)
         workers[0][1]["flodl_env"]["A"] = "changed"
         assert cluster["workers"][0]["env"] == {"A": "1"}
 
     def test_inventory_from_cluster_validates(self):
         with pytest.raises(FdlConfigError, match="ranks"):
-            fc.inventory_from_cluster(minimal_cluster(ranks=[0]), "/proj", None)
+            fi.inventory_from_cluster(minimal_cluster(ranks=[0]), "/proj", None)
 
 
 class TestCommands:
@@ -708,22 +712,22 @@ class TestCommands:
         ],
     )
     def test_cluster_command(self, commands, expected):
-        assert fc.cluster_command(commands) == expected
+        assert fdl_commands.cluster_command(commands) == expected
 
     def test_cmd_dir_only_for_existing_sub_project(self, tmp_path):
-        assert fc.command_dir("train", {"cluster": True}, tmp_path) is None
+        assert fdl_commands.command_dir("train", {"cluster": True}, tmp_path) is None
         write(tmp_path / "train" / "fdl.yml", "entry: cargo run --release --bin train\n")
-        assert fc.command_dir("train", {"cluster": True}, tmp_path) == "train"
+        assert fdl_commands.command_dir("train", {"cluster": True}, tmp_path) == "train"
         write(tmp_path / "apps" / "trainer" / "fdl.yaml", "")
-        assert fc.command_dir("train", {"path": "./apps/trainer/"}, tmp_path) == "apps/trainer"
-        assert fc.command_dir("train", {"run": "cargo run"}, tmp_path) is None
-        assert fc.command_dir("train", {"options": {"epochs": 1}}, tmp_path) is None
+        assert fdl_commands.command_dir("train", {"path": "./apps/trainer/"}, tmp_path) == "apps/trainer"
+        assert fdl_commands.command_dir("train", {"run": "cargo run"}, tmp_path) is None
+        assert fdl_commands.command_dir("train", {"options": {"epochs": 1}}, tmp_path) is None
         write(tmp_path.parent / "outside" / "fdl.yml", "")
-        assert fc.command_dir("train", {"path": "../outside"}, tmp_path) is None
+        assert fdl_commands.command_dir("train", {"path": "../outside"}, tmp_path) is None
 
     def test_cmd_dir_in_cluster_vars(self, project):
         write(project / "train" / "fdl.yml", "entry: cargo run --bin train\n")
-        unused, cluster_vars = fc.build_inventory(project)
+        unused, cluster_vars = fi.build_inventory(project)
         assert cluster_vars["flodl_cmd"] == "train"
         assert cluster_vars["flodl_cmd_dir"] == "train"
 
@@ -757,20 +761,20 @@ def test_error_attributes():
     ],
 )
 def test_plain_scalars_follow_serde_yaml(text, value):
-    assert fc.parse_yaml("k: " + text + "\n") == {"k": value}
-    assert type(fc.parse_yaml("k: " + text + "\n")["k"]) is type(value)
+    assert fdl_yaml.parse_yaml("k: " + text + "\n") == {"k": value}
+    assert type(fdl_yaml.parse_yaml("k: " + text + "\n")["k"]) is type(value)
 
 
 def test_non_finite_forms():
     import math
 
-    assert fc.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")["a"] == math.inf
-    doc = fc.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")
+    assert fdl_yaml.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")["a"] == math.inf
+    doc = fdl_yaml.parse_yaml("a: .inf\nb: -.Inf\nc: +.INF\nd: .NaN\n")
     assert (doc["b"], doc["c"], math.isnan(doc["d"])) == (-math.inf, math.inf, True)
 
 
 def test_quoted_scalars_stay_strings_and_keys_follow_the_schema():
-    assert fc.parse_yaml("a: '8'\nb: \"true\"\non: 1\nyes: 2\n") == {"a": "8", "b": "true", "on": 1, "yes": 2}
+    assert fdl_yaml.parse_yaml("a: '8'\nb: \"true\"\non: 1\nyes: 2\n") == {"a": "8", "b": "true", "on": 1, "yes": 2}
 
 
 def test_pyyaml_safe_loader_is_left_untouched():
@@ -783,7 +787,7 @@ def test_pyyaml_safe_loader_is_left_untouched():
 def test_duplicate_keys_are_refused(tmp_path):
     path = write(tmp_path / "fdl.yml", "cluster:\n  env: {}\ncluster: {}\n")
     with pytest.raises(FdlConfigError, match="duplicate key 'cluster'"):
-        fc.load_document(path)
+        fch.load_document(path)
 
 
 def test_tunnel_yes_is_a_string_for_the_validator(tmp_path):
@@ -829,14 +833,14 @@ def test_env_scalars_become_strings_with_a_warning_and_no_value_echoed(tmp_path)
     assert "31337" not in joined and "1500" not in joined
     assert "quote the value" in joined and "fdl.cluster.yml" in joined
     # the validator now sees strings only
-    fc.validate_cluster(cluster)
+    fi.validate_cluster(cluster)
 
 
 def test_build_inventory_hands_back_loader_warnings(tmp_path):
     write(tmp_path / "fdl.yml", "commands: {}\n")
     write(tmp_path / "fdl.cluster.yml", CLUSTER_YML.replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: 1"))
     warnings: list = []
-    fc.build_inventory(tmp_path, "cluster", warnings=warnings)
+    fi.build_inventory(tmp_path, "cluster", warnings=warnings)
     assert len(warnings) == 1 and "cluster.env.NCCL_DEBUG" in warnings[0]
 
 
@@ -917,7 +921,7 @@ class TestOneValidator:
     def test_fdl_project_reports_every_mistake_in_one_error(self, broken_project):
         config = fc.load_config(broken_project)
         with pytest.raises(FdlConfigError) as err:
-            fc.cluster_block(config)
+            fi.cluster_block(config)
         assert err.value.problems == [
             'cluster.controller.port: must be a TCP port number 1-65535, got an integer (0)',
             'cluster.env.CUDA_VISIBLE_DEVICES: key "CUDA_VISIBLE_DEVICES" is reserved (launcher-owned) and cannot be '
@@ -939,7 +943,7 @@ class TestOneValidator:
 
     def test_build_inventory_raises_the_same_error(self, broken_project):
         with pytest.raises(FdlConfigError) as err:
-            fc.build_inventory(broken_project)
+            fi.build_inventory(broken_project)
         assert len(err.value.problems) == 4
         assert err.value.problems[1].startswith('cluster.env.CUDA_VISIBLE_DEVICES: key "CUDA_VISIBLE_DEVICES" is reserved')
 
@@ -965,7 +969,7 @@ class TestOneValidator:
     @pytest.mark.parametrize("fdl_place, inventory_place, problem", MISTAKES, ids=["port-0", "reserved-env", "tunnel", "dup-gpu"])
     def test_same_rule_same_text_apart_from_the_place(self, broken_project, fdl_place, inventory_place, problem):
         with pytest.raises(FdlConfigError) as fdl_err:
-            fc.cluster_block(fc.load_config(broken_project))
+            fi.cluster_block(fc.load_config(broken_project))
         with pytest.raises(topology.TopologyError) as inventory_err:
             topology.validate_cluster(topology.cluster_from_inventory(MISTAKES_WORKERS, MISTAKES_CLUSTER_VARS))
         assert fdl_place + ": " + problem in fdl_err.value.problems

@@ -17,7 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     remote_workers,
     validate_cluster,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.validate import is_reserved_env_key
+from ansible_collections.flodl.cluster.plugins.module_utils.field_checks import is_reserved_env_key
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, worker_ssh_block
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils import fdl_commands
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
-from ansible_collections.flodl.cluster.plugins.module_utils.fdl_config import inventory_from_cluster
+from ansible_collections.flodl.cluster.plugins.module_utils.fdl_inventory import inventory_from_cluster
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context
 

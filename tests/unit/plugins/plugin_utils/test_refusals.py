@@ -6,7 +6,8 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils.knobs import knob_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import FDL
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import cluster_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context
 
 ALL = ("preflight", "prebuild", "launch")
