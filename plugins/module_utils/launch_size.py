@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode, hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     DEFAULT_ARG_MARGIN,
@@ -159,7 +160,7 @@ def fit_launch_env(
 
 def render_checked(
     inputs: le.LaunchInputs,
-    resolver: le.Resolver,
+    resolver: nr.Resolver,
     *,
     inherited: Mapping[str, str],
     arg_max: int,
