@@ -34,7 +34,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.fdl_commands import 
     run_line,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import FDL_FILE_MAX, read_capped_text
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_float
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import FDL, cluster_problems, kind as _kind
 
 try:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import ENV_VERBOSITY
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import cluster_json, ordered_cluster
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_ranks import populate_ranks
 from ansible_collections.flodl.cluster.plugins.module_utils.compose_overlay import (
     OVERLAY_NAME,
     compose_overlay,
@@ -46,12 +48,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.name_resolution impo
     system_resolver,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import cluster_with_reuse
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
-    cluster_json,
-    ordered_cluster,
-    populate_ranks,
-    validate_cluster,
-)
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import validate_cluster
 
 ENV_FULL_CLUSTER_JSON = "FLODL_INTERNAL_FULL_CLUSTER_JSON"
 ENV_FDL_CMD = "FLODL_INTERNAL_FDL_CMD"

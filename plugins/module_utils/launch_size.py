@@ -30,7 +30,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     MAX_ARG_STRLEN,
     POINTER_BYTES,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_compact
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_compact
 
 FULL_CLUSTER_JSON = le.ENV_FULL_CLUSTER_JSON
 TESTING_CLUSTER_JSON = le.ENV_TESTING_CLUSTER_JSON

@@ -28,7 +28,8 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import target_of
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, device_count
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_ranks import device_count
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 
 ERROR = "error"
 WARNING = "warning"
