@@ -9,7 +9,10 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
 from ansible_collections.flodl.cluster.plugins.module_utils.lookups import bounded_resolver
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
@@ -45,7 +48,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _spec, args = self.validate_argument_spec(argument_spec={
             "preflight": {"type": "raw"}, "prebuild_envelope": {"type": "raw"}, "launch_docker": {"type": "raw"},
-            "testing_cluster": {"type": "bool"}, "container_root": {"type": "str", "default": le.CONTAINER_ROOT},
+            "testing_cluster": {"type": "bool"}, "container_root": {"type": "str", "default": lc.CONTAINER_ROOT},
             "log_dir": {"type": "str"}, "show_plan": {"type": "bool", "default": True},
             "launch_host": {"type": "str", "default": "localhost"},
         })
@@ -100,14 +103,14 @@ class ActionModule(ActionBase):
         try:
             # One render, measured: the env registered for the launch command is the one checked here.
             # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS): no name costs a DNS timeout.
-            resolver = bounded_resolver(inputs.cluster, le.system_resolver)
+            resolver = bounded_resolver(inputs.cluster, nr.system_resolver)
             plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max())
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         if fitted.problems:
             return fail_result(result, [p.text() for p in fitted.problems],
                                "the launch environment would not fit; nothing was started")
-        refused = le.remote_compose_problem(remote, plan.command)
+        refused = co.remote_compose_problem(remote, plan.command)
         if refused:
             return fail_result(result, [refused])
         warnings = list(plan.warnings)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
@@ -79,7 +79,7 @@ class ActionModule(ActionBase):
                                 timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
                                 launch_host=launch_host, reuse_dir=reuse_dir)
         controller = found["controller"]
-        data, lines = pf.run_report(
+        data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],
             check=bool(self._task.check_mode), prebuild=ctx.prebuild,
             controller_identity=(found.get(lhio.RESULT_KEY) or {}).get("identity") or ctx.controller_identity,
@@ -99,7 +99,7 @@ class ActionModule(ActionBase):
             result[lhio.RESULT_KEY] = found[lhio.RESULT_KEY]
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
-            result.update(failed=True, msg=pf.failure_message([controller], data["warnings"]))
+            result.update(failed=True, msg=pf_report.failure_message([controller], data["warnings"]))
         else:
             result["msg"] = f"flodl preflight: {len(found['hosts'])} worker(s), {len(data['failed_hosts'])} failed"
         return result

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.flodl.cluster.plugins.module_utils.fdl_chain import resolve_chain
 from ansible_collections.flodl.cluster.plugins.module_utils.fdl_commands import CONFIG_NAMES
 from ansible_collections.flodl.cluster.plugins.module_utils.fdl_error import FdlConfigError
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_float
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_float
 
 OVERLAY_EXTENSIONS = ("yaml", "yml", "json")
 DEFAULT_ENV = "cluster"

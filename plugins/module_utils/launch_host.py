@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, data_path_script
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"

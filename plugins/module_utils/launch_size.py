@@ -23,13 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode, hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import (
     DEFAULT_ARG_MARGIN,
     MAX_ARG_STRLEN,
     POINTER_BYTES,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_compact
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_compact
 
 FULL_CLUSTER_JSON = le.ENV_FULL_CLUSTER_JSON
 TESTING_CLUSTER_JSON = le.ENV_TESTING_CLUSTER_JSON
@@ -159,7 +160,7 @@ def fit_launch_env(
 
 def render_checked(
     inputs: le.LaunchInputs,
-    resolver: le.Resolver,
+    resolver: nr.Resolver,
     *,
     inherited: Mapping[str, str],
     arg_max: int,

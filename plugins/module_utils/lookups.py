@@ -4,7 +4,7 @@
 """Every name of the run looked up at once, with one bounded wait in total.
 
 The launch step resolves ``controller.host`` and every worker's ``host`` on the controller (fdl-cli's
-rules, launch_env.resolve_host_to_ip). A resolver that drops queries costs glibc's timeout (5 s a try)
+rules, name_resolution.resolve_host_to_ip). A resolver that drops queries costs glibc's timeout (5 s a try)
 per name; in waves, more. Here each name gets its own daemon thread and the caller waits once, at most
 :data:`LOOKUP_BUDGET_SECONDS`: a name with no answer by then counts as one that did not resolve (the
 launch goes on with a warning, as for a failed lookup). getaddrinfo cannot be cancelled, so a late
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Union
 
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import Resolver, is_ip_literal
+from ansible_collections.flodl.cluster.plugins.module_utils.name_resolution import Resolver, is_ip_literal
 
 # The whole wait for every name of a run, in seconds: an /etc/hosts or a healthy DNS answers in
 # milliseconds, and one dropped query already costs glibc 5 s.

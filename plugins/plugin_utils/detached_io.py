@@ -14,7 +14,7 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import join_root
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_command import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError, env_payload
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped

@@ -23,7 +23,8 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_host as lh
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.preflight import host_key_failure, last_line
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight_findings import host_key_failure
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import last_line
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import parse_reach, reach_script
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv, target_of

@@ -17,10 +17,12 @@ from typing import Any
 
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
-from ansible_collections.flodl.cluster.plugins.module_utils.preflight import GPU_COUNT_SCRIPT, parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
@@ -54,7 +56,7 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
     if value is None and isinstance(play_result, Mapping) and not play_result.get("skipped"):
         value, source = play_result.get("envelope"), f"this play's prebuild ({PREBUILD_RESULT_VAR})"
     if value is None:
-        path = le.join_root(ctx.project_dir, ENVELOPE_FILE_REL)
+        path = lc.join_root(ctx.project_dir, ENVELOPE_FILE_REL)
         try:
             value = json.loads(read_capped_text(path, ENVELOPE_MAX, follow=False))
         except FileNotFoundError:
@@ -122,11 +124,11 @@ def services_missing(root: str) -> list[str]:
     try:
         import yaml
 
-        text = read_capped_text(le.join_root(root, le.BASE_COMPOSE_FILE), FDL_FILE_MAX)
+        text = read_capped_text(lc.join_root(root, co.BASE_COMPOSE_FILE), FDL_FILE_MAX)
         services = (yaml.safe_load(text) or {}).get("services") or {}
     except Exception:  # noqa: BLE001  (advisory check only)
         return []
-    return [s for s in le.OVERLAY_SERVICES if s not in services]
+    return [s for s in co.OVERLAY_SERVICES if s not in services]
 
 
 def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
@@ -180,14 +182,14 @@ def apply_overlay(plan: le.LaunchPlan, project_dir: str, check: bool, warnings: 
     missing = services_missing(project_dir) if plan.overlay_path else []
     if missing:
         warnings.append(
-            f"controller: {le.BASE_COMPOSE_FILE} defines no {', '.join(missing)} service; the generated "
-            f"{le.OVERLAY_NAME} adds extra_hosts to cuda, dev and bench (as fdl-cli does), and docker compose "
+            f"controller: {co.BASE_COMPOSE_FILE} defines no {', '.join(missing)} service; the generated "
+            f"{co.OVERLAY_NAME} adds extra_hosts to cuda, dev and bench (as fdl-cli does), and docker compose "
             "refuses a service without an image: add the missing service(s)")
     if not plan.overlay_path or plan.overlay is None or check:
         return False
     changed = write_overlay(plan.overlay_path, plan.overlay, warnings)
     if changed is None:
-        plan.command = plan.command.replace(le.compose_overlay_flags(plan.overlay_path), "", 1)
+        plan.command = plan.command.replace(co.compose_overlay_flags(plan.overlay_path), "", 1)
         plan.overlay_path = None
         return False
     return changed
@@ -211,7 +213,7 @@ def log_dir_of(ctx: RunContext, given: str | None) -> tuple[str, list[str]]:
     """
     if given:
         return given, []
-    log_dir = le.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
+    log_dir = lc.join_root(ctx.project_dir.rstrip("/") or "/", LOG_DIR_REL)
     if resolved_under(ctx.project_dir, log_dir):
         return log_dir, []
     return log_dir, [

@@ -23,6 +23,7 @@ import os
 import pwd
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_size
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
@@ -82,7 +83,7 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
     remote = launch_host_of(task_vars, templar)
     reuse = remote is None and sshreuse_io.reuse_wanted(action, task_vars, ctx, phases)
     testing = as_bool(var(task_vars, templar, "flodl_testing_cluster", True)) is not False
-    container_root = str(var(task_vars, templar, "flodl_launch_container_root", le.CONTAINER_ROOT))
+    container_root = str(var(task_vars, templar, "flodl_launch_container_root", lc.CONTAINER_ROOT))
     inputs = launch_io.launch_inputs(
         ctx, gpu_counts=one_rank_each(ctx), host_user=controller_user(os.environ, _effective_user),
         docker_service=docker_service, container_root=container_root, envelope_text=planned_envelope(ctx),

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The preflight sweep's I/O: local checks, one parallel ssh per worker, the build host's arch.
 
-What counts as a problem is decided in module_utils.preflight; this file
+What counts as a problem is decided in module_utils.preflight_findings/preflight_verdict; this file
 only gathers the facts those functions judge.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf_probe
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils import remote_launch, runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
@@ -40,7 +41,7 @@ def local_data_path_state(path: str) -> tuple[bool, bool]:
 def local_gpu_text() -> str:
     try:
         proc = subprocess.run(
-            ["sh", "-c", pf.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
+            ["sh", "-c", pf_probe.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"could not run the GPU count: {exc}"
@@ -52,18 +53,18 @@ def controller_report(ctx: RunContext, launch: lhio.SessionResult | None = None)
     path, declared = effective_data_path(ctx.cluster["controller"])
     if launch is None:
         is_dir, readable = local_data_path_state(path)
-        report = pf.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+        report = pf_verdict.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
     elif not launch.facts.complete:
-        report = pf.controller_report(launch.host, path, declared, True, True)
+        report = pf_verdict.controller_report(launch.host, path, declared, True, True)
         report["data_path"]["state"] = "unknown"
     else:
-        report = pf.controller_report(launch.facts.identity or launch.host, path, declared,
-                                      bool(launch.facts.dir_ok), bool(launch.facts.read_ok))
+        report = pf_verdict.controller_report(launch.facts.identity or launch.host, path, declared,
+                                              bool(launch.facts.dir_ok), bool(launch.facts.read_ok))
     if launch is not None:
         report["launch_host"] = launch.host
         report["errors"] = [*launch.errors, *report["errors"]]
         report["warnings"] = [*launch.warnings, *report["warnings"]]
-        report["status"] = pf.STATUS_ERROR if report["errors"] else report["status"]
+        report["status"] = pf_verdict.STATUS_ERROR if report["errors"] else report["status"]
     report["controller"] = True
     return report
 
@@ -93,10 +94,10 @@ def sweep(
         if not ctx.in_play(worker):
             continue
         path, declared = effective_data_path(worker)
-        script = pf.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
+        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
         if worker["host"] in live_binaries:
             script += "; " + runlock.running_script(live_binaries[worker["host"]])
-        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf.remote_command(script), ctx.project_dir)
+        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
         plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
@@ -108,7 +109,7 @@ def sweep(
         if answer:
             build_arch = answer
         else:
-            why = probe.error or pf.last_line(probe.stderr) or f"exit {probe.returncode}"
+            why = probe.error or pf_probe.last_line(probe.stderr) or f"exit {probe.returncode}"
             warnings.append(
                 f"build host {ctx.build_host}: could not read its CPU arch ({why}); the arch part of the "
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
@@ -124,11 +125,11 @@ def sweep(
             continue
         if host == ctx.controller_identity:
             gpu_text = local_gpu_text() if worker.get("local_devices") == "all" else None
-            reports[host] = pf.local_worker_report(worker, controller, os.uname().machine, gpu_text)
+            reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
             continue
         res = results[host]
         path, declared = plans[host]
-        report = pf.evaluate_remote(
+        report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
         )
@@ -136,11 +137,11 @@ def sweep(
         if reach is not None and host in reach and reach[host][0] != 0:
             report["errors"].append(remote_launch.unreachable_from_launch_host(
                 launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
-            report["status"] = pf.STATUS_ERROR
+            report["status"] = pf_verdict.STATUS_ERROR
         running = runlock.parse_running(res.stdout) if host in live_binaries and res.ok else None
         if running:
             report["errors"].append(runlock.refusal_message(ctx.project_dir, {host: running}))
-            report["status"] = pf.STATUS_ERROR
+            report["status"] = pf_verdict.STATUS_ERROR
         reports[host] = report
     found = {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
     if launch is not None and not launch.errors:

@@ -36,11 +36,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
     own_worker_ssh_block,
     worker_ssh_block,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
-    TopologyError,
-    cluster_from_inventory,
-    too_few_ranks,
-)
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_ranks import too_few_ranks
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, cluster_from_inventory
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import cluster_findings
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_rules as rules
 from ansible_collections.flodl.cluster.plugins.plugin_utils.inventory_sources import empty_group_problem

@@ -9,6 +9,7 @@ import tempfile
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
+from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, launch_docker, var
@@ -74,7 +75,7 @@ def reuse_wanted(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]
     if not enabled(task_vars, action._templar) or le.recursion_guard(os.environ) is not None:
         return False
     if ctx.launch_command:
-        in_container = le.is_compose_command(ctx.launch_command)
+        in_container = co.is_compose_command(ctx.launch_command)
     else:
         try:
             in_container = launch_docker(None, task_vars, action._templar, ctx) is not None

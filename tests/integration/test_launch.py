@@ -532,14 +532,14 @@ def test_compose_overlay_is_accepted_by_docker_compose(tmp_path):
     need(shutil.which("docker") is not None, "docker CLI (compose v2) not installed")
     probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, check=False)
     need(probe.returncode == 0, "docker compose v2 plugin not installed")
-    from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+    from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 
     (tmp_path / "docker-compose.yml").write_text(
         "services:\n" + "".join(f"  {s}:\n    image: busybox\n" for s in ("cuda", "dev", "bench", "rocm"))
     )
-    overlay = tmp_path / le.OVERLAY_NAME
-    overlay.write_text(le.compose_overlay([("h1", "192.168.100.11"), ("h-2", "10.0.0.2")]))
-    cmd = le.splice_compose_flags("docker compose config --format json", le.compose_overlay_flags(str(overlay)))
+    overlay = tmp_path / co.OVERLAY_NAME
+    overlay.write_text(co.compose_overlay([("h1", "192.168.100.11"), ("h-2", "10.0.0.2")]))
+    cmd = co.splice_compose_flags("docker compose config --format json", co.compose_overlay_flags(str(overlay)))
     proc = subprocess.run(["sh", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     services = json.loads(proc.stdout)["services"]
@@ -553,7 +553,7 @@ def test_compose_overlay_is_accepted_by_docker_compose(tmp_path):
 
 def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker_engine, demo_project, tmp_path):
     """A ``docker compose`` launch: overlay written byte-exact, ``-f`` flags spliced, §1a vars reach the container."""
-    from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+    from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 
     project = demo_project()
     compose = project / "docker-compose.yml"
@@ -594,8 +594,8 @@ def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker
     proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.launch"],
                        env={"FLODL_HOST_NAME": "ctl-box"})
     assert proc.returncode == 0
-    overlay = project / le.OVERLAY_NAME
-    assert overlay.read_text() == le.compose_overlay([("10.77.0.11", "10.77.0.11")])
+    overlay = project / co.OVERLAY_NAME
+    assert overlay.read_text() == co.compose_overlay([("10.77.0.11", "10.77.0.11")])
     assert f"docker compose -f docker-compose.yml -f {overlay} run --rm dev" in proc.stdout
     rec = (project / "rec.txt").read_text().splitlines()
     env = dict(line.split("=", 1) for line in rec if "=" in line)

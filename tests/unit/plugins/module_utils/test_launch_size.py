@@ -10,7 +10,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_size as ls
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode, hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import serde_compact, serde_pretty
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_compact, serde_pretty
 
 FULL, TESTING = ls.FULL_CLUSTER_JSON, ls.TESTING_CLUSTER_JSON
 LIMIT = ls.MAX_ARG_STRLEN

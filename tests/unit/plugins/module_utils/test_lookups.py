@@ -7,6 +7,7 @@ import time
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils import lookups
 
 
@@ -53,8 +54,8 @@ def test_32_workers_with_names_that_never_answer_cost_one_bounded_wait_and_are_w
     hung = [f"w{i}-hang" for i in range(0, 32, 3)]
     for name in hung:
         [warning] = [w for w in plan.warnings if f"host {name}:" in w]
-        assert "no answer within 2s" in warning and le.ENV_CLUSTER_EXTRA_HOSTS in warning
-    extra = le.parse_extra_hosts(plan.env[le.ENV_CLUSTER_EXTRA_HOSTS])
+        assert "no answer within 2s" in warning and nr.ENV_CLUSTER_EXTRA_HOSTS in warning
+    extra = nr.parse_extra_hosts(plan.env[nr.ENV_CLUSTER_EXTRA_HOSTS])
     assert ("w1", "10.0.1.1") in extra and ("10.0.0.9", "10.0.0.9") in extra
     assert not any(h in dict(extra) for h in hung)
     assert '"host": "10.0.0.1"' in plan.topology_json  # the controller's answer arrived in time
@@ -70,7 +71,7 @@ def test_answers_return_as_soon_as_every_name_has_one():
 
 def test_a_controller_name_without_an_answer_is_shipped_as_written_with_the_warning():
     resolver = lookups.answered({}, 2.0)
-    shipped, warnings = le.resolve_controller_host("ctl-hang", resolver)
+    shipped, warnings = nr.resolve_controller_host("ctl-hang", resolver)
     assert shipped == "ctl-hang" and any("no answer within 2s" in w for w in warnings)
 
 

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
-from ansible_collections.flodl.cluster.plugins.module_utils.preflight import (
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_findings as pf_findings
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf_probe
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
+from ansible_collections.flodl.cluster.plugins.module_utils import preflight_verdict as pf_verdict
+from ansible_collections.flodl.cluster.plugins.module_utils.preflight_findings import (
     ERROR,
     NOTE,
     WARNING,
@@ -127,7 +130,7 @@ def test_data_path_messages_name_host_and_fix() -> None:
 
 
 def test_probe_script_data_path_only_without_prebuild() -> None:
-    s = pf.probe_script("/flodl/data", abi=False, gpus=False)
+    s = pf_probe.probe_script("/flodl/data", abi=False, gpus=False)
     assert s.startswith(
         "if [ -d /flodl/data ]; then echo __FLODL_DP_DIR__=1; else echo __FLODL_DP_DIR__=0; fi; "
         "if [ -r /flodl/data ]; then echo __FLODL_DP_READ__=1; else echo __FLODL_DP_READ__=0; fi"
@@ -137,7 +140,7 @@ def test_probe_script_data_path_only_without_prebuild() -> None:
 
 
 def test_probe_script_abi_section_matches_contract() -> None:
-    s = pf.probe_script("/d", abi=True, gpus=False)
+    s = pf_probe.probe_script("/d", abi=True, gpus=False)
     assert (
         "echo __FLODL_ABI__; uname -m; echo __FLODL_LDD__; ldd --version 2>&1 | head -1; "
         "echo __FLODL_PKILL__; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
@@ -145,7 +148,7 @@ def test_probe_script_abi_section_matches_contract() -> None:
 
 
 def test_probe_script_gpu_section_is_the_contract_script() -> None:
-    s = pf.probe_script("/d", abi=False, gpus=True)
+    s = pf_probe.probe_script("/d", abi=False, gpus=True)
     assert (
         "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
         "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
@@ -154,12 +157,12 @@ def test_probe_script_gpu_section_is_the_contract_script() -> None:
 
 
 def test_probe_script_quotes_the_path() -> None:
-    s = pf.probe_script("/mnt/my data/it's", abi=False, gpus=False)
+    s = pf_probe.probe_script("/mnt/my data/it's", abi=False, gpus=False)
     assert "[ -d '/mnt/my data/it'\\''s' ]" in s
 
 
 def test_remote_command_wraps_in_sh() -> None:
-    cmd = pf.remote_command("echo 'a b'")
+    cmd = pf_probe.remote_command("echo 'a b'")
     assert cmd == "sh -c 'echo '\\''a b'\\'''"
 
 
@@ -170,21 +173,21 @@ def _run_probe(script: str) -> str:
 def test_probe_script_really_runs_under_sh(tmp_path: Path) -> None:
     data = tmp_path / "data dir"
     data.mkdir()
-    out = pf.parse_probe(_run_probe(pf.probe_script(str(data), abi=True, gpus=True)))
+    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(data), abi=True, gpus=True)))
     assert out.complete and out.dir_ok is True and out.read_ok is True
     assert out.uname and out.pkill in ("present", "absent")
-    assert pf.parse_gpu_counts(out.gpus or "") == (0, 0) or out.gpus
+    assert pf_probe.parse_gpu_counts(out.gpus or "") == (0, 0) or out.gpus
 
 
 def test_probe_script_reports_a_missing_dir(tmp_path: Path) -> None:
-    out = pf.parse_probe(_run_probe(pf.probe_script(str(tmp_path / "nope"), abi=False, gpus=False)))
+    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(tmp_path / "nope"), abi=False, gpus=False)))
     assert out.complete and out.dir_ok is False and out.read_ok is False
     assert out.uname is None and out.gpus is None
 
 
 def test_remote_command_runs_through_a_shell(tmp_path: Path) -> None:
-    cmd = pf.remote_command(pf.probe_script(str(tmp_path), abi=False, gpus=True))
-    out = pf.parse_probe(_run_probe(cmd))
+    cmd = pf_probe.remote_command(pf_probe.probe_script(str(tmp_path), abi=False, gpus=True))
+    out = pf_probe.parse_probe(_run_probe(cmd))
     assert out.complete and out.dir_ok is True
 
 
@@ -199,43 +202,43 @@ FULL = (
 
 
 def test_parse_full_output() -> None:
-    out = pf.parse_probe(FULL)
+    out = pf_probe.parse_probe(FULL)
     assert out.complete
     assert (out.dir_ok, out.read_ok) == (True, True)
     assert out.uname == "x86_64" and out.ldd == GLIBC_BANNER and out.pkill == "present"
-    assert pf.parse_gpu_counts(out.gpus or "") == (2, 0)
+    assert pf_probe.parse_gpu_counts(out.gpus or "") == (2, 0)
 
 
 def test_parse_zero_sentinels_are_false() -> None:
-    out = pf.parse_probe("__FLODL_DP_DIR__=0\n__FLODL_DP_READ__=0\n__FLODL_END__\n")
+    out = pf_probe.parse_probe("__FLODL_DP_DIR__=0\n__FLODL_DP_READ__=0\n__FLODL_END__\n")
     assert (out.dir_ok, out.read_ok) == (False, False)
 
 
 def test_parse_ignores_noise_and_does_not_match_substrings() -> None:
     text = "welcome banner __FLODL_DP_DIR__=1\n" + FULL.replace("__FLODL_DP_DIR__=1", "__FLODL_DP_DIR__=0")
-    out = pf.parse_probe(text)
+    out = pf_probe.parse_probe(text)
     assert out.dir_ok is False
 
 
 def test_parse_missing_end_is_incomplete() -> None:
-    out = pf.parse_probe(FULL.replace("__FLODL_END__\n", ""))
+    out = pf_probe.parse_probe(FULL.replace("__FLODL_END__\n", ""))
     assert not out.complete
 
 
 def test_parse_empty_sections() -> None:
-    out = pf.parse_probe(
+    out = pf_probe.parse_probe(
         "__FLODL_DP_DIR__=1\n__FLODL_DP_READ__=1\n__FLODL_ABI__\n__FLODL_LDD__\n__FLODL_PKILL__\n__FLODL_END__\n"
     )
     assert out.uname == "" and out.ldd == "" and out.pkill == ""
 
 
 def test_parse_musl_banner_from_stderr_merge() -> None:
-    out = pf.parse_probe(FULL.replace(GLIBC_BANNER, "musl libc (x86_64)"))
+    out = pf_probe.parse_probe(FULL.replace(GLIBC_BANNER, "musl libc (x86_64)"))
     assert out.ldd == "musl libc (x86_64)"
 
 
 def test_parse_crlf() -> None:
-    out = pf.parse_probe(FULL.replace("\n", "\r\n"))
+    out = pf_probe.parse_probe(FULL.replace("\n", "\r\n"))
     assert out.complete and out.uname == "x86_64"
 
 
@@ -249,13 +252,13 @@ def test_parse_crlf() -> None:
     [("2 0", (2, 0)), ("0 4\n", (0, 4)), ("junk\n\n1 1\n\n", (1, 1)), ("  3   0  ", (3, 0))],
 )
 def test_gpu_counts_last_non_empty_line(text: str, expected: tuple[int, int]) -> None:
-    assert pf.parse_gpu_counts(text) == expected
+    assert pf_probe.parse_gpu_counts(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "2", "2 0 1", "a b", "-1 0", "2 0\nnot numbers"])
 def test_gpu_counts_anything_else_is_an_error(text: str) -> None:
     with pytest.raises(ValueError):
-        pf.parse_gpu_counts(text)
+        pf_probe.parse_gpu_counts(text)
 
 
 def _worker(host: str = "h1", devices: object = "all", arch: str | None = "precompiled/cu128", **extra: object) -> dict:
@@ -267,25 +270,25 @@ def _worker(host: str = "h1", devices: object = "all", arch: str | None = "preco
 
 
 def test_check_gpus_zero_is_an_error_naming_the_host() -> None:
-    gpus, f = pf.check_gpus(_worker("h7"), "0 0")
+    gpus, f = pf_findings.check_gpus(_worker("h7"), "0 0")
     assert gpus == {"nvidia": 0, "amd": 0}
     assert f is not None and f.level == ERROR and f.message.startswith("h7:") and "0 GPUs" in f.message
 
 
 def test_check_gpus_vendor_follows_the_arch() -> None:
-    assert pf.check_gpus(_worker(arch="precompiled/cu128"), "2 0")[1] is None
-    gpus, f = pf.check_gpus(_worker(arch="precompiled/rocm63"), "2 0")
+    assert pf_findings.check_gpus(_worker(arch="precompiled/cu128"), "2 0")[1] is None
+    gpus, f = pf_findings.check_gpus(_worker(arch="precompiled/rocm63"), "2 0")
     assert f is not None, "an AMD variant on an NVIDIA-only host has 0 usable GPUs"
-    assert pf.check_gpus(_worker(arch="precompiled/rocm63"), "0 2")[1] is None
+    assert pf_findings.check_gpus(_worker(arch="precompiled/rocm63"), "0 2")[1] is None
 
 
 def test_check_gpus_both_vendors_without_arch_is_ambiguous() -> None:
-    dummy, f = pf.check_gpus(_worker(arch=None), "1 1")
+    dummy, f = pf_findings.check_gpus(_worker(arch=None), "1 1")
     assert f is not None and "NVIDIA" in f.message
 
 
 def test_check_gpus_unparseable_is_an_error() -> None:
-    gpus, f = pf.check_gpus(_worker("h3"), "nvidia-smi: not found")
+    gpus, f = pf_findings.check_gpus(_worker("h3"), "nvidia-smi: not found")
     assert gpus is None and f is not None and f.level == ERROR and "h3" in f.message
 
 
@@ -295,13 +298,13 @@ def test_check_gpus_unparseable_is_an_error() -> None:
 
 
 def test_pkill_absent_warns() -> None:
-    f = pf.check_pkill("h", "absent")
+    f = pf_findings.check_pkill("h", "absent")
     assert f is not None and f.level == WARNING and "pkill" in f.message
 
 
 @pytest.mark.parametrize("answer", ["present", "", None, "garbled"])
 def test_pkill_only_explicit_absent_warns(answer: str | None) -> None:
-    assert pf.check_pkill("h", answer) is None
+    assert pf_findings.check_pkill("h", answer) is None
 
 
 # --------------------------------------------------------------------------
@@ -312,7 +315,7 @@ def test_pkill_only_explicit_absent_warns(answer: str | None) -> None:
 def _eval(stdout: str = FULL, *, rc: int | None = 0, error: str | None = None, prebuild: bool = True,
           build_arch: str | None = "x86_64", declared: bool = False, worker: dict | None = None,
           stderr: str = "") -> dict:
-    return pf.evaluate_remote(
+    return pf_verdict.evaluate_remote(
         worker or _worker(devices=[0]),
         data_path="/flodl/data",
         declared=declared,
@@ -398,10 +401,10 @@ def test_unreadable_is_an_error() -> None:
 
 
 def test_controller_report() -> None:
-    r = pf.controller_report("vm", "/flodl/data", False, False, False)
+    r = pf_verdict.controller_report("vm", "/flodl/data", False, False, False)
     assert r["status"] == "warning" and r["data_path"]["state"] == "missing"
-    assert pf.summary_line(r) == "controller vm: warning — local checks, data /flodl/data missing"
-    r = pf.controller_report("vm", "/mnt/x", True, False, False)
+    assert pf_report.summary_line(r) == "controller vm: warning — local checks, data /flodl/data missing"
+    r = pf_verdict.controller_report("vm", "/mnt/x", True, False, False)
     assert r["status"] == "error" and "vm:" in r["errors"][0]
 
 
@@ -412,19 +415,19 @@ def test_controller_report() -> None:
 
 def test_summary_line_shape() -> None:
     r = _eval(worker=_worker(devices="all"))
-    assert pf.summary_line(r) == "h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"
+    assert pf_report.summary_line(r) == "h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"
 
 
 def test_summary_line_unreachable() -> None:
     r = _eval("", rc=255)
-    assert pf.summary_line(r) == "h1: unreachable — data /flodl/data unknown"
+    assert pf_report.summary_line(r) == "h1: unreachable — data /flodl/data unknown"
 
 
 def test_libc_label() -> None:
-    assert pf.libc_label(GLIBC_BANNER) == "glibc 2.36"
-    assert pf.libc_label("ldd (GNU libc) 2.31") == "glibc 2.31"
-    assert pf.libc_label("musl libc (x86_64)") == "musl"
-    assert pf.libc_label("") is None and pf.libc_label(None) is None
+    assert pf_verdict.libc_label(GLIBC_BANNER) == "glibc 2.36"
+    assert pf_verdict.libc_label("ldd (GNU libc) 2.31") == "glibc 2.31"
+    assert pf_verdict.libc_label("musl libc (x86_64)") == "musl"
+    assert pf_verdict.libc_label("") is None and pf_verdict.libc_label(None) is None
 
 
 def test_failure_message_one_line_per_failing_host_plus_warnings() -> None:
@@ -434,9 +437,9 @@ def test_failure_message_one_line_per_failing_host_plus_warnings() -> None:
     down = _eval("", rc=255, worker=_worker("h5", devices=[0]))
     good = _eval(worker=_worker("h1", devices=[0]))
     reports = [good, bad_arch, bad_both, down]
-    totals = pf.collect(reports)
+    totals = pf_report.collect(reports)
     assert totals["failed_hosts"] == ["h2", "h4"]
-    msg = pf.failure_message(reports, totals["warnings"])
+    msg = pf_report.failure_message(reports, totals["warnings"])
     lines = msg.splitlines()
     assert lines[0].startswith("flodl preflight failed on 2 host(s)")
     assert lines[1].strip().startswith("h2:") and lines[2].strip().startswith("h4:")
@@ -446,9 +449,9 @@ def test_failure_message_one_line_per_failing_host_plus_warnings() -> None:
 
 def test_glibc_advisory_lists_hosts() -> None:
     reports = [_eval(worker=_worker("h1", devices=[0])), _eval("", rc=255, worker=_worker("h2", devices=[0]))]
-    adv = pf.glibc_advisory(reports)
+    adv = pf_report.glibc_advisory(reports)
     assert adv is not None and "glibc 2.36 on h1" in adv and "h2" not in adv
-    assert pf.glibc_advisory([]) is None
+    assert pf_report.glibc_advisory([]) is None
 
 
 # --------------------------------------------------------------------------
@@ -471,16 +474,16 @@ UNKNOWN_STDERR = (
 @pytest.mark.parametrize(
     ("stderr", "kind"),
     [
-        (CHANGED_STDERR, pf.HOST_KEY_CHANGED),
-        (UNKNOWN_STDERR, pf.HOST_KEY_UNKNOWN),
-        ("Host key verification failed.\r\n", pf.HOST_KEY_UNKNOWN),
+        (CHANGED_STDERR, pf_findings.HOST_KEY_CHANGED),
+        (UNKNOWN_STDERR, pf_findings.HOST_KEY_UNKNOWN),
+        ("Host key verification failed.\r\n", pf_findings.HOST_KEY_UNKNOWN),
         ("ssh: connect to host x port 22: Connection refused\n", None),
         ("Permission denied (publickey).\n", None),
         ("", None),
     ],
 )
 def test_host_key_failure_is_recognised(stderr: str, kind: str | None) -> None:
-    assert pf.host_key_failure(stderr) == kind
+    assert pf_findings.host_key_failure(stderr) == kind
 
 
 def _keyed_worker() -> dict:
@@ -524,18 +527,18 @@ def test_host_key_text_from_a_remote_command_is_not_a_key_failure() -> None:
 
 def test_host_key_failure_fails_the_run_in_failure_message() -> None:
     reports = [_eval("", rc=255, stderr=UNKNOWN_STDERR, worker=_keyed_worker())]
-    summary = pf.collect(reports)
+    summary = pf_report.collect(reports)
     assert summary["failed_hosts"] == ["gpu-b"]
-    assert "ssh-keyscan" in pf.failure_message(reports, summary["warnings"])
+    assert "ssh-keyscan" in pf_report.failure_message(reports, summary["warnings"])
 
 
 def test_run_report_collects_every_failing_host_and_prints_the_summary() -> None:
-    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
+    controller = pf_verdict.controller_report("vm", "/flodl/data", True, True, True)
     good = _eval()
     bad = dict(_eval(), host="h2", status="error", errors=["h2: the declared data path /mnt/gone is missing"],
                probe_command="ssh h2 sh -c probe")
-    data, lines = pf.run_report(controller, {"h1": good, "h2": bad}, ["h3: could not resolve"], build_arch="x86_64",
-                                check=True, controller_identity="vm", prebuild=True, build_host="localhost")
+    data, lines = pf_report.run_report(controller, {"h1": good, "h2": bad}, ["h3: could not resolve"], build_arch="x86_64",
+                                       check=True, controller_identity="vm", prebuild=True, build_host="localhost")
     assert data["ok"] is False and data["failed_hosts"] == ["h2"]
     assert data["warnings"][0] == "h3: could not resolve"
     assert data["failure"][0] == "flodl preflight failed on 1 host(s); nothing was built or launched:"
@@ -548,24 +551,24 @@ def test_run_report_collects_every_failing_host_and_prints_the_summary() -> None
 
 
 def test_run_report_of_a_clean_run_has_no_failure() -> None:
-    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
-    data, lines = pf.run_report(controller, {"h1": _eval()}, [], build_arch=None, check=False,
-                                controller_identity="vm", prebuild=False, build_host="localhost")
+    controller = pf_verdict.controller_report("vm", "/flodl/data", True, True, True)
+    data, lines = pf_report.run_report(controller, {"h1": _eval()}, [], build_arch=None, check=False,
+                                       controller_identity="vm", prebuild=False, build_host="localhost")
     assert data["ok"] is True and "failure" not in data and data["failed_hosts"] == []
     assert lines[0] == "flodl preflight (1 worker(s) of the play)"
     assert not any("check mode" in line for line in lines)
 
 
 def test_run_report_of_a_large_cluster_folds_its_healthy_hosts_without_v() -> None:
-    controller = pf.controller_report("vm", "/flodl/data", True, True, True)
+    controller = pf_verdict.controller_report("vm", "/flodl/data", True, True, True)
     reports = {f"h{i}": dict(_eval(), host=f"h{i}") for i in range(60)}
     reports["h9"] = dict(_eval(), host="h9", status="error", errors=["h9: the declared data path /mnt/gone is missing"])
-    data, lines = pf.run_report(controller, reports, [], build_arch=None, check=False, controller_identity="vm",
-                                prebuild=False, build_host="localhost", verbose=False)
+    data, lines = pf_report.run_report(controller, reports, [], build_arch=None, check=False, controller_identity="vm",
+                                       prebuild=False, build_host="localhost", verbose=False)
     assert len(data["summary"]) == 61  # the result keeps every host's line
     assert lines[1].startswith("  h9: error") and lines[2].startswith("  controller vm: ok")
     folded = [ln for ln in lines if "(59 workers): h0, h1, h2" in ln]
     assert len(folded) == 1 and len(lines) <= 6, lines
-    _data, verbose_lines = pf.run_report(controller, reports, [], build_arch=None, check=False,
-                                         controller_identity="vm", prebuild=False, build_host="localhost", verbose=True)
+    _data, verbose_lines = pf_report.run_report(controller, reports, [], build_arch=None, check=False,
+                                                controller_identity="vm", prebuild=False, build_host="localhost", verbose=True)
     assert sum(ln.startswith("  h") for ln in verbose_lines) == 60

@@ -6,18 +6,18 @@ import math
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import topology as t
+from ansible_collections.flodl.cluster.plugins.module_utils import serde_json_text as sj
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import cluster_json, ordered_cluster
+from ansible_collections.flodl.cluster.plugins.module_utils.cluster_ranks import populate_ranks
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import (
     TopologyError,
     cluster_from_inventory,
-    cluster_json,
     effective_data_path,
-    ordered_cluster,
-    populate_ranks,
     remote_workers,
     validate_cluster,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.field_checks import is_reserved_env_key
+from ansible_collections.flodl.cluster.plugins.module_utils.validate import JOIN_KEYS
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, worker_ssh_block
 
 
@@ -247,7 +247,7 @@ def test_join_unknown_key_refused():
 
 
 def test_join_all_known_keys_accepted():
-    join = {k: None for k in t.JOIN_KEYS}
+    join = {k: None for k in JOIN_KEYS}
     join.update(start="auto", token="00" * 16, discovery=False)
     validate_cluster(two_workers(flodl_controller_join=join))
 
@@ -887,7 +887,7 @@ def test_string_escapes_match_serde_json():
     ],
 )
 def test_serde_float_layout(value, text):
-    assert t.serde_float(float(value)) == text
+    assert sj.serde_float(float(value)) == text
 
 
 def test_cluster_json_floats_are_serde_not_python():
@@ -925,7 +925,7 @@ def test_inventory_without_ssh_vars_has_no_ssh_key():
 
 def test_serde_pretty_matches_python_layout_for_non_floats():
     doc = {"a": [1, {"b": []}, {}], "c": {"d": None, "e": True, "f": "x\u00e9"}}
-    assert t.serde_pretty(doc) == json.dumps(doc, indent=2, ensure_ascii=False)
+    assert sj.serde_pretty(doc) == json.dumps(doc, indent=2, ensure_ascii=False)
 
 
 # =========================================================== lookups
