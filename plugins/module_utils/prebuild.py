@@ -5,9 +5,9 @@
 
 Pure functions only (no process, no filesystem): the plan, the exact command
 strings fdl-cli runs (docs/launcher-contract.md §3a step 5), the environment of each
-build, the launcher's per-host envelope (§1a ``FLODL_INTERNAL_PREBUILD_PER_HOST``)
-and the text of a failure report. The ``cargo_prebuild`` module executes a
-plan on the build host.
+build and the launcher's per-host envelope (§1a ``FLODL_INTERNAL_PREBUILD_PER_HOST``).
+Failure reports live in prebuild_failures; build_runner executes a plan on the
+build host.
 
 Dedupe (not in fdl-cli): hosts sharing a variant need the same binary, so by
 default a variant is built once, in the target dir of its first host, and the
@@ -35,7 +35,6 @@ LIBTORCH_CPU_REL = "./libtorch/precompiled/cpu"
 TARGET_CLUSTER_REL = "target/cluster"
 ENVELOPE_FILE_REL = f"{TARGET_CLUSTER_REL}/prebuild-envelope.json"
 LOG_NAME = "prebuild.log"
-DEFAULT_TAIL_LINES = 20
 
 
 class PrebuildError(ValueError):
@@ -109,14 +108,6 @@ def envelope_entry(worker_path: str, arch: str, host: str, cmd: str, cmd_dir: st
 def envelope_json(envelope: Mapping[str, Mapping[str, str]]) -> str:
     """``FLODL_INTERNAL_PREBUILD_PER_HOST``: compact JSON, keys sorted at every level."""
     return json.dumps(envelope, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def tail_lines(text: str, count: int = DEFAULT_TAIL_LINES) -> list[str]:
-    """The last ``count`` non-trailing-blank lines of ``text``."""
-    lines = text.rstrip("\n").splitlines()
-    if count <= 0:
-        return []
-    return lines[-count:]
 
 
 # --------------------------------------------------------------------------
@@ -362,64 +353,3 @@ def plan_prebuild(
         built_by=built_by,
         project_dir=_root(project_dir or project_root),
     )
-
-
-# --------------------------------------------------------------------------
-# failure report
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostFailure:
-    """Why one host has no binary."""
-
-    host: str
-    arch: str | None
-    reason: str
-    command: str | None = None
-    cwd: str | None = None
-    log: str | None = None
-    tail: tuple[str, ...] = ()
-
-
-def missing_variant_reason(variant_dir: str) -> str:
-    return (
-        f"libtorch variant not found on the build host: {variant_dir}/lib is not a directory "
-        "(resolved as <flodl_controller_path>/libtorch/<flodl_arch>)"
-    )
-
-
-def exit_reason(rc: int) -> str:
-    if rc < 0:
-        return f"build killed by signal {-rc}"
-    return f"build exited with status {rc}"
-
-
-def timeout_reason(seconds: float) -> str:
-    shown = int(seconds) if float(seconds).is_integer() else seconds
-    return f"build timed out after {shown} s; its process group was killed (raise build_timeout if it needs longer)"
-
-
-def format_failure(failure: HostFailure) -> str:
-    """One host's block: host and variant, reason, then command, cwd, log and output tail."""
-    variant = failure.arch if failure.arch else "(no flodl_arch)"
-    lines = [f"- host {failure.host}, variant {variant}: {failure.reason}"]
-    if failure.command is not None:
-        lines.append(f"    command: {failure.command}")
-    if failure.cwd is not None:
-        lines.append(f"    cwd: {failure.cwd}")
-    if failure.log is not None:
-        lines.append(f"    full log: {failure.log}")
-    if failure.tail:
-        lines.append(f"    last {len(failure.tail)} line(s) of output:")
-        lines.extend(f"      | {line}" for line in failure.tail)
-    return "\n".join(lines)
-
-
-def format_failures(failures: list[HostFailure], built: int = 0) -> str:
-    """The single message naming every failed host (hosts in the given order)."""
-    head = f"flodl prebuild failed on {len(failures)} host(s): {', '.join(f.host for f in failures)}"
-    if built:
-        head += f" ({built} other build(s) completed)"
-    head += "; no envelope was produced and nothing will be launched"
-    return "\n".join([head, *(format_failure(f) for f in failures)])

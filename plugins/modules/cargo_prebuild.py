@@ -299,15 +299,17 @@ from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import (
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     BuildStep,
-    HostFailure,
     PrebuildError,
     PrebuildPlan,
     envelope_json,
+    plan_prebuild,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import (
+    HostFailure,
     exit_reason,
     format_failure,
     format_failures,
     missing_variant_reason,
-    plan_prebuild,
     tail_lines,
     timeout_reason,
 )

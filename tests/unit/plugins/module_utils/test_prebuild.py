@@ -7,7 +7,6 @@ import shlex
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
-    HostFailure,
     PrebuildError,
     binary_subpath,
     cargo_build_command,
@@ -15,12 +14,15 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     docker_build_command,
     envelope_entry,
     envelope_json,
+    plan_prebuild,
+    target_subdir,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import (
+    HostFailure,
     format_failure,
     format_failures,
     missing_variant_reason,
-    plan_prebuild,
     tail_lines,
-    target_subdir,
 )
 
 ROOT = "/srv/proj"
@@ -363,7 +365,7 @@ def test_failure_without_arch_says_so() -> None:
 
 
 def test_timeout_reason_names_the_limit_and_the_fix():
-    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import timeout_reason
+    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import timeout_reason
 
     assert timeout_reason(3600) == (
         "build timed out after 3600 s; its process group was killed (raise build_timeout if it needs longer)"
