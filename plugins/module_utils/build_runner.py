@@ -28,9 +28,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import s
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
     BuildStep,
     PrebuildError,
-    envelope_json,
     plan_prebuild,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import (
     HostFailure,
     format_failure,

@@ -6,15 +6,14 @@ import shlex
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
-    PrebuildError,
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, plan_prebuild
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import (
     binary_subpath,
     cargo_build_command,
     controller_variant_dir,
     docker_build_command,
     envelope_entry,
     envelope_json,
-    plan_prebuild,
     target_subdir,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import (
