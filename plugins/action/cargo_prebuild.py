@@ -13,6 +13,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.build_runner import ARGUMENT_SPEC, DEFAULT_BUILD_TIMEOUT, build
 from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_summary
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
@@ -62,7 +63,7 @@ class ActionModule(ActionBase):
             "cmd_dir": ctx.cmd_dir,
             "docker_service": ctx.cluster["controller"].get("docker") or None,
             "dedupe": dedupe,
-            "build_timeout": float(var(task_vars, self._templar, "flodl_build_timeout", 3600)),
+            "build_timeout": float(var(task_vars, self._templar, "flodl_build_timeout", DEFAULT_BUILD_TIMEOUT)),
             "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])} for w in ctx.remotes],
             "env": {str(k): str(v) for k, v in (plain(self._templar.template(
                 task_vars.get("flodl_prebuild_env", {}))) or {}).items()},
@@ -91,9 +92,7 @@ class ActionModule(ActionBase):
         # become, or an `environment:` keyword (the task's is [{}] when none is set): Ansible's own way
         if not local or self._play_context.become or any(self._task.environment or []):
             return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
-        from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
-
-        checked = ArgumentSpecValidator(module.ARGUMENT_SPEC).validate(module_args)
+        checked = ArgumentSpecValidator(ARGUMENT_SPEC).validate(module_args)
         if checked.error_messages:
             return {"failed": True, "msg": "; ".join(checked.error_messages)}
-        return module.build(checked.validated_parameters, bool(self._task.check_mode))
+        return build(checked.validated_parameters, bool(self._task.check_mode))

@@ -3,11 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prebuild planning: one libtorch-linked binary per remote (host, variant).
 
-Pure functions only (no process, no filesystem): the plan, the exact command
-strings fdl-cli runs (docs/launcher-contract.md §3a step 5), the environment of each
-build, the launcher's per-host envelope (§1a ``FLODL_INTERNAL_PREBUILD_PER_HOST``)
-and the text of a failure report. The ``cargo_prebuild`` module executes a
-plan on the build host.
+Pure functions only (no process, no filesystem): the plan, built from the paths,
+commands and envelope entries of prebuild_layout. Failure reports live in
+prebuild_failures; build_runner executes a plan on the build host.
 
 Dedupe (not in fdl-cli): hosts sharing a variant need the same binary, so by
 default a variant is built once, in the target dir of its first host, and the
@@ -17,106 +15,28 @@ fdl-cli's per-host layout (and the launcher's per-host ``pkill`` pattern).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils.variants import (
-    arch_slug,
-    cuda_build_env,
-    runtime_ld_library_path,
-    variant_feature,
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import (
+    ENVELOPE_FILE_REL,
+    LOG_NAME,
+    build_env,
+    cargo_build_command,
+    controller_variant_dir,
+    docker_build_command,
+    envelope_entry,
+    normalise_cmd_dir,
+    path_under,
+    root_path,
+    target_subdir,
 )
-
-CONTAINER_ROOT = "/workspace"
-LIBTORCH_CPU_REL = "./libtorch/precompiled/cpu"
-TARGET_CLUSTER_REL = "target/cluster"
-ENVELOPE_FILE_REL = f"{TARGET_CLUSTER_REL}/prebuild-envelope.json"
-LOG_NAME = "prebuild.log"
-DEFAULT_TAIL_LINES = 20
+from ansible_collections.flodl.cluster.plugins.module_utils.variants import variant_feature
 
 
 class PrebuildError(ValueError):
     """The build inputs themselves are unusable (not a per-host build failure)."""
-
-
-# --------------------------------------------------------------------------
-# small path/command helpers
-# --------------------------------------------------------------------------
-
-
-def _root(project_root: str) -> str:
-    stripped = project_root.rstrip("/")
-    return stripped or "/"
-
-
-def _under(root: str, rel: str) -> str:
-    root = _root(root)
-    if not rel:
-        return root
-    return f"{root}{rel}" if root.endswith("/") else f"{root}/{rel}"
-
-
-def normalise_cmd_dir(cmd_dir: str | None) -> str:
-    """The command's directory relative to the project root, without edge slashes."""
-    return (cmd_dir or "").strip().strip("/")
-
-
-def target_subdir(host: str, arch: str) -> str:
-    """``target/cluster/<host>/<slug>``: one cargo target dir per (host, variant)."""
-    return f"{TARGET_CLUSTER_REL}/{host}/{arch_slug(arch)}"
-
-
-def binary_subpath(host: str, arch: str, cmd: str) -> str:
-    """The binary relative to a project checkout (the envelope's ``bin``)."""
-    return f"{target_subdir(host, arch)}/release/{cmd}"
-
-
-def controller_variant_dir(project_root: str, arch: str) -> str:
-    """The variant as the build host sees it: ``<controller path>/libtorch/<arch>``."""
-    return _under(project_root, f"libtorch/{arch}")
-
-
-def docker_build_command(service: str, cmd: str, cmd_dir: str, target_rel: str, feature: str) -> str:
-    """``docker compose run --rm <svc> bash -c '<cd … && CARGO_TARGET_DIR=… cargo build …>'``."""
-    sub = normalise_cmd_dir(cmd_dir)
-    cwd = f"{CONTAINER_ROOT}/{sub}" if sub else CONTAINER_ROOT
-    inner = f"cd {posix_quote(cwd)} && CARGO_TARGET_DIR={posix_quote(f'{CONTAINER_ROOT}/{target_rel}')} "
-    inner += cargo_build_command(cmd, feature)
-    return f"docker compose run --rm {posix_quote(service)} bash -c {posix_quote(inner)}"
-
-
-def cargo_build_command(cmd: str, feature: str) -> str:
-    """``cargo build --release [--features F] --bin <cmd>`` (native mode, and the docker inner command)."""
-    features = f" --features {posix_quote(feature)}" if feature else ""
-    return f"cargo build --release{features} --bin {posix_quote(cmd)}"
-
-
-def envelope_entry(worker_path: str, arch: str, host: str, cmd: str, cmd_dir: str) -> dict[str, str]:
-    """What the launcher needs to exec a prebuilt binary on ``host``; ``cwd_subpath`` only when set."""
-    entry = {
-        "bin": binary_subpath(host, arch, cmd),
-        "ld_library_path": runtime_ld_library_path(worker_path, arch),
-    }
-    sub = normalise_cmd_dir(cmd_dir)
-    if sub:
-        entry["cwd_subpath"] = sub
-    return entry
-
-
-def envelope_json(envelope: Mapping[str, Mapping[str, str]]) -> str:
-    """``FLODL_INTERNAL_PREBUILD_PER_HOST``: compact JSON, keys sorted at every level."""
-    return json.dumps(envelope, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def tail_lines(text: str, count: int = DEFAULT_TAIL_LINES) -> list[str]:
-    """The last ``count`` non-trailing-blank lines of ``text``."""
-    lines = text.rstrip("\n").splitlines()
-    if count <= 0:
-        return []
-    return lines[-count:]
 
 
 # --------------------------------------------------------------------------
@@ -198,7 +118,7 @@ class PrebuildPlan:
     @property
     def envelope_file(self) -> str:
         # Beside the target dirs, in the checkout (controller.path only holds the libtorch variants).
-        return _under(self.project_dir or self.project_root, ENVELOPE_FILE_REL)
+        return path_under(self.project_dir or self.project_root, ENVELOPE_FILE_REL)
 
     def step_for(self, host: str) -> BuildStep | None:
         owner = self.built_by.get(host)
@@ -221,17 +141,6 @@ class PrebuildPlan:
         return dict(sorted(entries.items()))
 
 
-def build_env(project_root: str, arch: str, target_dir: str, docker_service: str | None) -> dict[str, str]:
-    """Variables exported to one build, on top of the build host's own environment."""
-    variant_dir = controller_variant_dir(project_root, arch)
-    if docker_service:
-        env = {"LIBTORCH_HOST_PATH": variant_dir, "LIBTORCH_CPU_PATH": LIBTORCH_CPU_REL}
-    else:
-        env = {"LIBTORCH_PATH": variant_dir, "CARGO_TARGET_DIR": target_dir}
-    env.update(cuda_build_env(arch))
-    return env
-
-
 def _make_step(
     project_root: str,
     cmd: str,
@@ -246,13 +155,13 @@ def _make_step(
     checkout = project_dir or project_root
     feature = variant_feature(arch)
     target_rel = target_subdir(host, arch)
-    target_dir = _under(checkout, target_rel)
+    target_dir = path_under(checkout, target_rel)
     if docker_service:
         command = docker_build_command(docker_service, cmd, cmd_dir, target_rel, feature)
-        cwd = _root(checkout)
+        cwd = root_path(checkout)
     else:
         command = cargo_build_command(cmd, feature)
-        cwd = _under(checkout, cmd_dir)
+        cwd = path_under(checkout, cmd_dir)
     return BuildStep(
         host=host,
         arch=arch,
@@ -320,7 +229,7 @@ def plan_prebuild(
             )
             continue
         rel = target_subdir(host, arch)
-        target_dir = _under(project_dir or project_root, rel)
+        target_dir = path_under(project_dir or project_root, rel)
         targets.append(
             HostTarget(
                 host=host,
@@ -352,7 +261,7 @@ def plan_prebuild(
         for host, arch, hosts in order
     ]
     return PrebuildPlan(
-        project_root=_root(project_root),
+        project_root=root_path(project_root),
         cmd=cmd,
         cmd_dir=cmd_dir,
         docker_service=docker_service,
@@ -360,66 +269,5 @@ def plan_prebuild(
         targets=targets,
         steps=steps,
         built_by=built_by,
-        project_dir=_root(project_dir or project_root),
+        project_dir=root_path(project_dir or project_root),
     )
-
-
-# --------------------------------------------------------------------------
-# failure report
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostFailure:
-    """Why one host has no binary."""
-
-    host: str
-    arch: str | None
-    reason: str
-    command: str | None = None
-    cwd: str | None = None
-    log: str | None = None
-    tail: tuple[str, ...] = ()
-
-
-def missing_variant_reason(variant_dir: str) -> str:
-    return (
-        f"libtorch variant not found on the build host: {variant_dir}/lib is not a directory "
-        "(resolved as <flodl_controller_path>/libtorch/<flodl_arch>)"
-    )
-
-
-def exit_reason(rc: int) -> str:
-    if rc < 0:
-        return f"build killed by signal {-rc}"
-    return f"build exited with status {rc}"
-
-
-def timeout_reason(seconds: float) -> str:
-    shown = int(seconds) if float(seconds).is_integer() else seconds
-    return f"build timed out after {shown} s; its process group was killed (raise build_timeout if it needs longer)"
-
-
-def format_failure(failure: HostFailure) -> str:
-    """One host's block: host and variant, reason, then command, cwd, log and output tail."""
-    variant = failure.arch if failure.arch else "(no flodl_arch)"
-    lines = [f"- host {failure.host}, variant {variant}: {failure.reason}"]
-    if failure.command is not None:
-        lines.append(f"    command: {failure.command}")
-    if failure.cwd is not None:
-        lines.append(f"    cwd: {failure.cwd}")
-    if failure.log is not None:
-        lines.append(f"    full log: {failure.log}")
-    if failure.tail:
-        lines.append(f"    last {len(failure.tail)} line(s) of output:")
-        lines.extend(f"      | {line}" for line in failure.tail)
-    return "\n".join(lines)
-
-
-def format_failures(failures: list[HostFailure], built: int = 0) -> str:
-    """The single message naming every failed host (hosts in the given order)."""
-    head = f"flodl prebuild failed on {len(failures)} host(s): {', '.join(f.host for f in failures)}"
-    if built:
-        head += f" ({built} other build(s) completed)"
-    head += "; no envelope was produced and nothing will be launched"
-    return "\n".join([head, *(format_failure(f) for f in failures)])

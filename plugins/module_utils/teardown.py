@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
 _ERE_SPECIAL = re.compile(r"([.\[\]\\^$*+?(){}|])")

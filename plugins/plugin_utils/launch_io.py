@@ -23,7 +23,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, parse_gpu_counts
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import ENVELOPE_FILE_REL, envelope_json
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
     ENVELOPE_MAX,

@@ -27,7 +27,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils import launch_comman
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_size
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, envelope_json, plan_prebuild
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, plan_prebuild
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor

@@ -17,7 +17,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight_pro
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils import remote_launch, runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import with_reuse
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import binary_subpath
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import target_subdir
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import target_subdir
 from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, run_level, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max, env_size_problems

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
-from ansible_collections.flodl.cluster.plugins.modules.cargo_prebuild import _summary
+from ansible_collections.flodl.cluster.plugins.module_utils.build_summary import summary
 
 
 def test_one_line_per_host_failures_first_in_their_order():
@@ -14,7 +14,7 @@ def test_one_line_per_host_failures_first_in_their_order():
         "h2": {"arch": "precompiled/cu128", "status": "linked", "changed": True, "built_by": "h0", "bin": "b2"},
         "h3": {"arch": None, "status": "skipped"},
     }
-    lines = _summary(plan, hosts, check=False)
+    lines = summary(plan, hosts, check=False)
     assert len(lines) == 1 + len(hosts)
     assert [ln.split(" ", 1)[0] for ln in lines[1:]] == ["h1", "h3", "h0", "h2"]
     assert lines[1] == "h1 [precompiled/cu128]: FAILED" and lines[2] == "h3 [no flodl_arch]: FAILED"

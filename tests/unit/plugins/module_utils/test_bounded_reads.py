@@ -15,8 +15,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils import libtorch_env 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils import safe_files
 from ansible_collections.flodl.cluster.plugins.module_utils import safe_reads as sf
+from ansible_collections.flodl.cluster.plugins.module_utils import build_files
 from ansible_collections.flodl.cluster.plugins.module_utils.fdl_error import FdlConfigError
-from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
 from ansible_collections.flodl.cluster.plugins.plugin_utils import detached_io, launch_io, runlock_io
 
 
@@ -139,14 +139,14 @@ def test_launch_envelope_missing_is_silent(tmp_path, monkeypatch):
 def test_prebuild_previous_envelope_planted_is_removed_unread(tmp_path, plant):
     path = tmp_path / "prebuild-envelope.json"
     fifo(path) if plant == "fifo" else big(path, sf.ENVELOPE_MAX + 1)
-    assert bounded(lambda: module._take_envelope(str(path))) is None
+    assert bounded(lambda: build_files.take_envelope(str(path))) is None
     assert not os.path.lexists(path)
 
 
 def test_prebuild_previous_envelope_is_read(tmp_path):
     path = tmp_path / "prebuild-envelope.json"
     path.write_text('{"h2": {}}', encoding="utf-8")
-    assert module._take_envelope(str(path)) == '{"h2": {}}'
+    assert build_files.take_envelope(str(path)) == '{"h2": {}}'
 
 
 @pytest.mark.parametrize("plant", ["fifo", "huge"])

@@ -6,21 +6,22 @@ import shlex
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import (
-    HostFailure,
-    PrebuildError,
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, plan_prebuild
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import (
     binary_subpath,
     cargo_build_command,
     controller_variant_dir,
     docker_build_command,
     envelope_entry,
     envelope_json,
+    target_subdir,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import (
+    HostFailure,
     format_failure,
     format_failures,
     missing_variant_reason,
-    plan_prebuild,
     tail_lines,
-    target_subdir,
 )
 
 ROOT = "/srv/proj"
@@ -363,7 +364,7 @@ def test_failure_without_arch_says_so() -> None:
 
 
 def test_timeout_reason_names_the_limit_and_the_fix():
-    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import timeout_reason
+    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import timeout_reason
 
     assert timeout_reason(3600) == (
         "build timed out after 3600 s; its process group was killed (raise build_timeout if it needs longer)"

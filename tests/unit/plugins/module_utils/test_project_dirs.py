@@ -14,7 +14,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import Un
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.modules import cargo_prebuild as module
+from ansible_collections.flodl.cluster.plugins.module_utils import build_files
 from ansible_collections.flodl.cluster.plugins.plugin_utils import runlock_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context
 
@@ -126,8 +126,8 @@ def test_prebuild_module_checks_target_dirs_under_the_checkout(escaping, tmp_pat
     fine = tmp_path / "fine"
     fine.mkdir()
     plan = plan_prebuild(str(shared), "train", workers, project_dir=str(fine))
-    assert module._link_escapes(plan, str(shared / "target/cluster/prebuild-envelope.json")) == []
+    assert build_files.link_escapes(plan, str(shared / "target/cluster/prebuild-envelope.json")) == []
     project, _outside = escaping
     plan = plan_prebuild(str(shared), "train", workers, project_dir=str(project))
-    found = module._link_escapes(plan, str(shared / "target/cluster/prebuild-envelope.json"))
+    found = build_files.link_escapes(plan, str(shared / "target/cluster/prebuild-envelope.json"))
     assert len(found) == 1 and f"{project}/target is a symbolic link" in found[0]
