@@ -79,7 +79,7 @@ def _inventory(cluster: Cluster, shared: Path, path: Path) -> Path:
 
 def _baseline_script(cluster: Cluster, shared: Path, path: Path) -> Path:
     """One ``ssh ... &`` line per host with the plugin's own argv and probe, then ``wait``."""
-    from ansible_collections.flodl.cluster.plugins.module_utils import preflight as pf
+    from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf
     from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
     from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
     from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, derive_worker_ssh
