@@ -24,6 +24,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import G
 from ansible_collections.flodl.cluster.plugins.module_utils.output_batch import DEFAULT_INTERVAL, OutputBatcher
 
 TAIL_LINES = 30
+# After the command exits: how long its last output may still arrive, and how often exit is checked.
+DRAIN_SECONDS = 2.0
+EXIT_POLL_SECONDS = 0.5
 
 
 class _Interrupted(Exception):
@@ -83,8 +86,14 @@ def _close_quietly(stream: Any) -> None:
         pass  # the far side is already gone
 
 
-def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batcher: OutputBatcher) -> None:
-    """Every output line to the log (and the tail) as it comes; to ``show`` in batches, until EOF."""
+def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batcher: OutputBatcher,
+          exited: Callable[[], bool] | None = None, drain: float = DRAIN_SECONDS) -> None:
+    """Every output line to the log (and the tail) as it comes; to ``show`` in batches, until EOF.
+
+    With ``exited``: once the command has exited, at most ``drain`` more seconds of reading. Something the
+    command left behind may still hold the pipe (an ssh ControlPersist master keeps its stderr): the launch
+    must end with the command, not with that.
+    """
     fd = stream.fileno()
     selector = selectors.DefaultSelector()
     selector.register(fd, selectors.EVENT_READ)
@@ -98,12 +107,24 @@ def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batch
         if batch is not None:
             show(batch)
 
+    deadline: float | None = None
     try:
         while True:
-            if not selector.select(batcher.wait(time.monotonic())):
-                batch = batcher.take()  # the oldest buffered line has waited long enough
-                if batch is not None:
-                    show(batch)
+            now = time.monotonic()
+            wait = batcher.wait(now)
+            if exited is not None:
+                if deadline is None and exited():
+                    deadline = now + drain
+                poll = EXIT_POLL_SECONDS if deadline is None else max(0.0, deadline - now)
+                wait = poll if wait is None else min(wait, poll)
+            if not selector.select(wait):
+                now = time.monotonic()
+                if batcher.wait(now) == 0.0:
+                    batch = batcher.take()  # the oldest buffered line has waited long enough
+                    if batch is not None:
+                        show(batch)
+                if deadline is not None and now >= deadline:
+                    break  # the command is gone; what still holds its pipe is not waited for
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -190,7 +211,7 @@ def run_streamed(
             watchdog = threading.Timer(timeout, _stop_on_timeout, args=(proc, grace, timed_out))
             watchdog.daemon = True
             watchdog.start()
-        _pump(proc.stdout, log, tail, show, OutputBatcher(batch_seconds))
+        _pump(proc.stdout, log, tail, show, OutputBatcher(batch_seconds), exited=lambda: proc.poll() is not None)
         rc = proc.wait()
     except _Interrupted as exc:
         interrupted = exc.signum

@@ -140,10 +140,13 @@ def test_cluster_train_job_in_the_ee_image(ee_image, netns_cluster_factory, netn
     assert command[:2] == ["docker", "run"] and ee_image in command, command
     assert r.status == "successful" and r.rc == 0, r.status
 
-    # The events AWX shows: every worker passed preflight, prebuild and launch; nothing failed.
-    for task in ("Preflight | Result of this worker", "Prebuild | Result of this worker",
-                 "Launch | Result of this worker"):
+    # The events AWX shows: every worker passed preflight, then its build and launch (cluster_train reports a
+    # worker's build with its launch, one task per worker); nothing failed.
+    for task in ("Preflight | Result of this worker", "Launch | Result of this worker"):
         assert _results(r, "runner_on_ok", task) == set(WORKERS), task
+    launch_reports = [e["event_data"]["res"] for e in r.events if e.get("event") == "runner_on_ok"
+                      and e["event_data"].get("task") == "Launch | Result of this worker"]
+    assert len(launch_reports) == len(WORKERS) and all("prebuild" in res for res in launch_reports), launch_reports
     assert not [e for e in r.events if e.get("event") in ("runner_on_failed", "runner_on_unreachable")]
     assert not r.stats["failures"] and not r.stats["dark"]
     # ... and what AWX stores: one JSON file per event, the job's stdout.
