@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -129,3 +131,21 @@ def per_host_seconds(costs: list[tuple[str, float, float]]) -> dict[str, float]:
 
 def read_events(path: Path) -> list[list]:
     return json.loads(path.read_text())
+
+
+def enter_bench(playbook: Path, root_problem: str | None) -> int | None:
+    """What every bench's main needs first: root, a private mount namespace (for /etc/hosts), the tools.
+
+    None to go on; else the exit code to return (2 for a missing need, or the re-executed bench's own).
+    """
+    if root_problem:
+        print(root_problem, file=sys.stderr)
+        return 2
+    if os.environ.get("FLODL_BENCH_MOUNT_NS") != "1":
+        env = dict(os.environ, FLODL_BENCH_MOUNT_NS="1")
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv],
+                              env=env, check=False).returncode
+    if not playbook.exists() or shutil.which("cargo") is None:
+        print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
+        return 2
+    return None

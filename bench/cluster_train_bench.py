@@ -46,7 +46,7 @@ DEMO = REPO / "examples" / "demo"
 sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import FLOOR_PLAY, ansible_env, bench_args, per_host_seconds, read_events, task_costs  # noqa: E402
+from _timing import FLOOR_PLAY, ansible_env, bench_args, enter_bench, per_host_seconds, read_events, task_costs  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
@@ -266,18 +266,10 @@ def fmt(s: dict[str, float]) -> str:
 
 def main() -> int:
     args = bench_args(__doc__, "8,32")
-    reason = require_root()
-    if reason:
-        print(reason, file=sys.stderr)
-        return 2
-    if os.environ.get("FLODL_BENCH_MOUNT_NS") != "1":  # a private mount namespace, for /etc/hosts
-        env = dict(os.environ, FLODL_BENCH_MOUNT_NS="1")
-        return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv],
-                              env=env, check=False).returncode
     playbook = Path(args.ansible_playbook)
-    if not playbook.exists() or shutil.which("cargo") is None:
-        print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
-        return 2
+    entered = enter_bench(playbook, require_root())
+    if entered is not None:
+        return entered
     bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
     work = Path(tempfile.mkdtemp(prefix="flodl-ct-bench-"))
     try:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import FLOOR_PLAY, ansible_env, bench_args, read_events, task_costs  # noqa: E402
+from _timing import FLOOR_PLAY, ansible_env, bench_args, enter_bench, read_events, task_costs  # noqa: E402
 from cluster_train_bench import (  # noqa: E402
     DEMO, RECORDER, VARIANTS, check_raw, install_collection, inventory, raw_script, run,
 )
@@ -317,18 +317,10 @@ def main() -> int:
     args = bench_args(__doc__, "8,32,128,200")
     # preflight and the floor play again with these ANSIBLE_FORKS values ("default": Ansible's own, 5)
     forks = [f.strip() for f in os.environ.get("FLODL_BENCH_FORKS", "default").split(",") if f.strip()]
-    reason = require_root()
-    if reason:
-        print(reason, file=sys.stderr)
-        return 2
-    if os.environ.get("FLODL_BENCH_MOUNT_NS") != "1":  # a private mount namespace, for /etc/hosts
-        env = dict(os.environ, FLODL_BENCH_MOUNT_NS="1")
-        return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv],
-                              env=env, check=False).returncode
     playbook = Path(args.ansible_playbook)
-    if not playbook.exists() or shutil.which("cargo") is None:
-        print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
-        return 2
+    entered = enter_bench(playbook, require_root())
+    if entered is not None:
+        return entered
     bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
     work = Path(tempfile.mkdtemp(prefix="fsb-"))
     try:
