@@ -52,12 +52,25 @@ def _logins(cluster) -> dict[str, int]:
     return {h.name: h.log().count("Accepted publickey") for h in cluster}
 
 
-def _our_dirs() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "flodl-ssh-*")) + glob.glob("/tmp/flodl-ssh-*"))
+@pytest.fixture
+def run_tmp():
+    """A short TMPDIR of this test's own for the play: its control directory lands there, so runs of
+    other tests (the other ansible-core line runs at the same time) cannot be mistaken for this one's."""
+    path = tempfile.mkdtemp(prefix="flr-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def _masters(dirs_before: set[str]) -> list[str]:
-    """ssh master processes of a run of ours (their argv names our ControlPath)."""
+def _play(installed_collection, argv: list[str], run_tmp: str):
+    return run_ansible(installed_collection, argv, env={"TMPDIR": run_tmp})
+
+
+def _our_dirs(run_tmp: str) -> set[str]:
+    return set(glob.glob(os.path.join(run_tmp, "flodl-ssh-*")))
+
+
+def _masters(run_tmp: str) -> list[str]:
+    """ssh master processes of a run of ours (their argv names a ControlPath in the run's TMPDIR)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -67,24 +80,24 @@ def _masters(dirs_before: set[str]) -> list[str]:
         except OSError:
             continue
         # A ControlPersist master retitles itself "ssh: <socket> [mux]".
-        if argv.startswith("ssh") and ("ControlPath=" in argv or "[mux]" in argv) and "/flodl-ssh-" in argv \
-                and not any(d in argv for d in dirs_before):
+        if argv.startswith("ssh") and ("ControlPath=" in argv or "[mux]" in argv) \
+                and f"{run_tmp}/flodl-ssh-" in argv:
             found.append(argv)
     return found
 
 
 @pytest.mark.parametrize("reuse, expected", [(True, 1), (False, 4)])
 def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3, netns_shared_dir, tmp_path,
-                                                 reuse, expected):
+                                                 run_tmp, reuse, expected):
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
     inv = _inventory(cluster, project, tmp_path / "inv.json")
     argv = ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"]
     # A first run builds the binaries; the counted run is the no-op one an operator repeats.
-    assert run_ansible(installed_collection, argv).returncode == 0
-    before, dirs = _logins(cluster), _our_dirs()
+    assert _play(installed_collection, argv, run_tmp).returncode == 0
+    before = _logins(cluster)
     # -v: the launch plan prints the decoded topology (without it, a summary)
-    proc = run_ansible(installed_collection, [*argv, "-v", "-e", f"flodl_ssh_reuse={str(reuse).lower()}"])
+    proc = _play(installed_collection, [*argv, "-v", "-e", f"flodl_ssh_reuse={str(reuse).lower()}"], run_tmp)
     assert proc.returncode == 0
     for host in ARCH:
         assert f"[standin-launcher] {host}: exited with status 0" in proc.stdout
@@ -94,15 +107,16 @@ def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3,
     assert {h: after[h] - before[h] for h in after} == {h: expected for h in ARCH}
     # The topology's workers get ControlPath only: the launcher's ssh rides the probe's master (issue 19).
     assert ("ControlPath=" in proc.stdout) is reuse
+    assert (f"ControlPath={run_tmp}/flodl-ssh-" in proc.stdout) is reuse  # the run's sockets are in its TMPDIR
     assert '"ControlMaster=auto"' not in proc.stdout and '"ControlPersist=' not in proc.stdout
-    assert _our_dirs() <= dirs, "the run's control directory was left behind"
-    assert not _masters(dirs), "an ssh master outlived the play"
+    assert not _our_dirs(run_tmp), "the run's control directory was left behind"
+    assert not _masters(run_tmp), "an ssh master outlived the play"
 
 
-def _gone(dirs_before: set[str], seconds: float = 10.0) -> bool:
-    """No master process and no control directory of a run started after ``dirs_before`` was taken."""
+def _gone(run_tmp: str, seconds: float = 10.0) -> bool:
+    """No master process and no control directory of a run in ``run_tmp``."""
     deadline = time.monotonic() + seconds
-    while _masters(dirs_before) or not _our_dirs() <= dirs_before:
+    while _masters(run_tmp) or _our_dirs(run_tmp):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
@@ -110,28 +124,27 @@ def _gone(dirs_before: set[str], seconds: float = 10.0) -> bool:
 
 
 def test_masters_end_with_a_run_that_stops_before_the_launch(
-        installed_collection, cluster3, netns_shared_dir, tmp_path):
+        installed_collection, cluster3, netns_shared_dir, tmp_path, run_tmp):
     """A build that fails after the probe opened the masters: the launch step never runs to close them."""
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
     with open(project / "src" / "main.rs", "a") as fh:
         fh.write("\nfn broken( {\n")
     inv = _inventory(cluster, project, tmp_path / "inv.json")
-    dirs = _our_dirs()
-    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"])
+    proc = _play(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"], run_tmp)
     assert proc.returncode != 0
     assert "flodl preflight (3 worker(s)" in proc.stdout and "flodl launch plan" not in proc.stdout
-    assert _gone(dirs), f"an ssh master or control directory outlived the play: {_masters(dirs)}"
+    assert _gone(run_tmp), f"an ssh master or control directory outlived the play: {_masters(run_tmp)}"
 
 
-def test_a_detached_launch_makes_its_own_connections(installed_collection, cluster3, netns_shared_dir, tmp_path):
+def test_a_detached_launch_makes_its_own_connections(installed_collection, cluster3, netns_shared_dir, tmp_path,
+                                                     run_tmp):
     """The masters end with the play; a detached launcher outlives it, so its fan-out must not ride them."""
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
     inv = _inventory(cluster, project, tmp_path / "inv.json")
-    dirs = _our_dirs()
-    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train",
-                                              "-v", "-e", "flodl_launch_detach=true"])
+    proc = _play(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train",
+                                         "-v", "-e", "flodl_launch_detach=true"], run_tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ControlPath=" not in proc.stdout  # with -v the plan prints the topology's ssh options
     match = re.search(r"detached run [0-9a-f]{16} started on localhost \(pid \d+\).*?; log: (\S+)", proc.stdout)
@@ -142,4 +155,4 @@ def test_a_detached_launch_makes_its_own_connections(installed_collection, clust
                   for h in ARCH):
         assert time.monotonic() < deadline, f"the detached run did not finish on every worker:\n{log.read_text()}"
         time.sleep(0.3)
-    assert _gone(dirs)
+    assert _gone(run_tmp)
