@@ -11,8 +11,10 @@
 #   scripts/test.sh molecule     the molecule scenarios (extensions/molecule/), 2.19 line
 #   scripts/test.sh ee           the execution environment: image build, then a job in it
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
-#   FLODL_SERIAL=1 scripts/test.sh      the lines' sanity and integration runs one after another
-#                                       (by default the two lines run at the same time)
+#   FLODL_SERIAL=1 scripts/test.sh      one part after the other, each line after the other
+#                                       (by default the integration part runs beside the others,
+#                                       and the two lines of a part at the same time)
+#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (2)
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,11 +22,12 @@ VENV_DIR="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}"
 WHAT="${1:-all}"
 LINES="${FLODL_LINES:-2.19 2.21}"
 REPORTS="$REPO_ROOT/tests/output/reports"
-failures=()
+FAILURES="$REPORTS/failures.txt"  # a file, not a variable: parts that run in the background record too
+SUITE_STARTED=$SECONDS
 
 step() { printf '\n==== %s\n' "$*"; }
 record() { # $1 = name, $2 = exit code
-  if [ "$2" -ne 0 ]; then failures+=("$1 (exit $2)"); fi
+  if [ "$2" -ne 0 ]; then echo "$1 (exit $2)" >>"$FAILURES"; fi
 }
 
 "$REPO_ROOT/scripts/bootstrap.sh" || exit 1
@@ -73,14 +76,37 @@ per_line() {
   done
 }
 
+unit_line() { # $1 = line: under coverage.py (.coveragerc: branch coverage of plugins/), then its report
+  COVER="$REPORTS/unit-$1.coverage" run_pytest "$1" unit tests/unit -q
+  step "branch coverage of plugins/ by the unit tests on ansible-core $1 (fully covered files left out)"
+  "$VENV_DIR/ansible-$1/bin/python" -m coverage report --precision 1 --data-file="$REPORTS/unit-$1.coverage"
+  record "coverage report ($1)" $?
+}
+
+integration_part() {
+  # Each line's tests in FLODL_INTEGRATION_WORKERS processes (pytest-xdist, a test file per process at a
+  # time: a module's shared cluster stays in one process). Much of a test's wall time is waiting on its
+  # hosts (handshakes, timeouts, sleeps), so the 2 CPUs are far from busy with one process per line.
+  per_line "integration" run_pytest @LINE@ integration tests/integration -v \
+    -n "${FLODL_INTEGRATION_WORKERS:-2}" --dist loadfile
+}
+
+# The whole suite: the integration part starts first and runs beside the unit, lint and molecule parts
+# (its output is printed whole when it ends); the execution environment comes last, its image build a
+# step of its own, timed apart.
+integration_lane=""
+if [ "$WHAT" = all ] && [ "${FLODL_SERIAL:-}" != 1 ]; then
+  step "integration tests started beside the other parts (their output follows when they end)"
+  # A process group of its own (set -m), so that an interrupted suite stops all of it, by that group.
+  set -m
+  integration_part >"$REPORTS/integration-part.log" 2>&1 &
+  integration_lane=$!
+  set +m
+  trap 'kill -TERM -- "-$integration_lane" 2>/dev/null; exit 130' INT TERM
+fi
+
 if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
-  for line in $LINES; do
-    # Under coverage.py (.coveragerc: branch coverage of plugins/), its report printed after each line.
-    COVER="$REPORTS/unit-$line.coverage" run_pytest "$line" unit tests/unit -q
-    step "branch coverage of plugins/ by the unit tests on ansible-core $line (fully covered files left out)"
-    "$VENV_DIR/ansible-$line/bin/python" -m coverage report --data-file="$REPORTS/unit-$line.coverage"
-    record "coverage report ($line)" $?
-  done
+  per_line "unit" unit_line @LINE@
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
@@ -107,10 +133,6 @@ if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
   per_line "ansible-test sanity" sanity_line @LINE@
 fi
 
-if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
-  per_line "integration" run_pytest @LINE@ integration tests/integration -v
-fi
-
 run_ee() {
   # The execution environment (docs/awx.md §1): the image built with ansible-builder from a base made
   # here (its own timed step), then one cluster_train job in it (tests/ee/). Once per test command:
@@ -120,13 +142,13 @@ run_ee() {
   local rc=0
   "$REPO_ROOT/scripts/ee-build.sh" || rc=$?
   record "EE image build" $rc
-  echo "EE image build step: $((SECONDS - started)) s"
+  echo "EE image build step: $((SECONDS - started)) s (counted apart from the suite's time)"
+  EE_BUILD_SECONDS=$((SECONDS - started))
   [ "$rc" -eq 0 ] || return 0  # no image: the job cannot run (the failure is recorded above)
   started=$SECONDS
   FLODL_EE_IMAGE_BUILT=1 run_pytest 2.19 ee tests/ee -v
   echo "EE job step: $((SECONDS - started)) s"
 }
-if [ "$WHAT" = all ] || [ "$WHAT" = ee ]; then run_ee; fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
   # molecule test from extensions/ (the collection layout), every scenario, against the collection as
@@ -167,13 +189,29 @@ if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
   fi
 fi
 
+if [ -n "$integration_lane" ]; then
+  wait "$integration_lane"
+  cat "$REPORTS/integration-part.log"
+elif [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
+  integration_part
+fi
+
+EE_BUILD_SECONDS=0
+if [ "$WHAT" = all ] || [ "$WHAT" = ee ]; then run_ee; fi
+
 step "summary"
+total=$((SECONDS - SUITE_STARTED))
+if [ "$EE_BUILD_SECONDS" -gt 0 ]; then
+  echo "time: ${total} s in all; without the EE image build (${EE_BUILD_SECONDS} s, a step of its own): $((total - EE_BUILD_SECONDS)) s"
+else
+  echo "time: ${total} s"
+fi
 reports=("$REPORTS"/*.xml)
 if [ -e "${reports[0]}" ]; then  # none when only the molecule part ran
   "$VENV_DIR/ansible-2.19/bin/python" "$REPO_ROOT/scripts/junit_totals.py" "${reports[@]}"
 fi
-if [ "${#failures[@]}" -gt 0 ]; then
-  printf 'FAILED: %s\n' "${failures[@]}"
+if [ -s "$FAILURES" ]; then
+  sed 's/^/FAILED: /' "$FAILURES"
   exit 1
 fi
 echo "all suites passed"
