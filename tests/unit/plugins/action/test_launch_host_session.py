@@ -1,6 +1,6 @@
 """The launch host's session for real (plugin_utils.launch_host, runlock_io), through a stand-in ssh.
 
-The stand-in is an ``ssh`` first on PATH that runs the remote command with /bin/sh here, so the
+The stand-in ``ssh`` (conftest ``ssh_log``) runs the remote command with /bin/sh here, so the
 session script, its run lock (under this test's project) and its reach check of the workers all run
 for real; a variable makes it fail as ssh fails, or hang. Every session is stopped by its group's id.
 The recorded case is preflight's ``controller_only``; the launch host is its inventory host gpu-b
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,30 +24,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_
 from .conftest import CONTROLLER, make_action
 
 ACTION = "preflight_check"
-
-FAKE_SSH = """#!/bin/sh
-echo "$*" >> "$SSH_LOG"
-case "$FAKE_SSH" in
-  hostkey) echo "Host key verification failed." >&2; exit 255 ;;
-  down) echo "ssh: connect to host 192.0.2.12 port 22: No route to host" >&2; exit 255 ;;
-  hang) exec sleep 30 ;;
-esac
-while [ "$1" != "--" ]; do shift; done
-exec /bin/sh -c "$3"
-"""
-
-
-@pytest.fixture
-def ssh_log(tmp_path, monkeypatch) -> Path:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "ssh").write_text(FAKE_SSH, encoding="utf-8")
-    (tools / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
-    monkeypatch.delenv("FAKE_SSH", raising=False)
-    return tmp_path / "ssh.log"
-
 
 @pytest.fixture
 def sessions():
