@@ -25,6 +25,7 @@ from .conftest import CONTROLLER, make_action
 
 ACTION = "preflight_check"
 
+
 @pytest.fixture
 def sessions():
     started: list[lhio.Session] = []

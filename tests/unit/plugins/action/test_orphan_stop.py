@@ -53,8 +53,7 @@ def test_the_ranks_left_on_a_worker_are_stopped_and_the_other_has_nothing_runnin
     assert "-l alice -- 192.0.2.12 " in calls and " -p 2222 " in calls  # as Ansible reaches each
 
 
-def test_an_unreachable_worker_and_one_without_pkill_are_warnings_naming_them(case, run, tmp_path, ssh_log,
-                                                                               monkeypatch):
+def test_an_unreachable_worker_and_one_without_pkill_are_warnings_naming_them(case, run, tmp_path, ssh_log, monkeypatch):
     monkeypatch.setenv("FAKE_SSH_DOWN", "192.0.2.12")
     monkeypatch.setenv("FAKE_SSH_NOPKILL", "192.0.2.13")
     out = run(cleanup_case(case, tmp_path))
