@@ -67,8 +67,8 @@ def link_escapes(plan: PrebuildPlan, envelope_file: str) -> list[str]:
 def _remove(path: str) -> None:
     try:
         os.unlink(path)
-    except FileNotFoundError:
-        pass
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # nothing there (a parent that is a file holds nothing): the write reports that parent
 
 
 def write_text(path: str, text: str) -> None:

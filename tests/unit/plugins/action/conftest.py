@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,3 +153,39 @@ def no_processes(monkeypatch):
 def run_as():
     """``run_as(action, case)``: another action (not the module's ACTION) run on a loaded case."""
     return run_case
+
+
+# An `ssh` first on PATH that runs the remote command with /bin/sh on this machine: the scripts the
+# actions send (a session, a cleanup) run for real and nothing leaves it. It logs each argv to $SSH_LOG.
+# FAKE_SSH=hostkey|down|hang fails every ssh as ssh would; FAKE_SSH_DOWN=<text> fails only an argv
+# holding that text (one worker down); FAKE_SSH_NOPKILL=<text> runs that one without procps on PATH.
+STAND_IN_SSH = """#!/bin/sh
+echo "$*" >> "$SSH_LOG"
+case "$FAKE_SSH" in
+  hostkey) echo "Host key verification failed." >&2; exit 255 ;;
+  down) echo "ssh: connect to host 192.0.2.12 port 22: No route to host" >&2; exit 255 ;;
+  hang) exec sleep 30 ;;
+esac
+if [ -n "$FAKE_SSH_DOWN" ]; then
+  case "$*" in *"$FAKE_SSH_DOWN"*) echo "ssh: connect to host $FAKE_SSH_DOWN: No route to host" >&2; exit 255 ;; esac
+fi
+if [ -n "$FAKE_SSH_NOPKILL" ]; then
+  case "$*" in *"$FAKE_SSH_NOPKILL"*) PATH=/nonexistent; export PATH ;; esac
+fi
+while [ "$1" != "--" ]; do shift; done
+exec /bin/sh -c "$3"
+"""
+
+
+@pytest.fixture
+def ssh_log(tmp_path, monkeypatch) -> Path:
+    """The stand-in ssh on PATH; the file its calls are logged to (absent: no ssh was run)."""
+    tools = tmp_path / "stand-in-bin"
+    tools.mkdir()
+    (tools / "ssh").write_text(STAND_IN_SSH, encoding="utf-8")
+    (tools / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
+    for name in ("FAKE_SSH", "FAKE_SSH_DOWN", "FAKE_SSH_NOPKILL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "ssh.log"
