@@ -110,8 +110,11 @@ def parse_pid(stdout: str) -> int | None:
 
 def status_script(pid: int, log: str, lines: int) -> str:
     """POSIX sh: is the launcher's session alive, its recorded exit code, and the log's last ``lines`` lines."""
+    # A zombie answers kill -0 until it is reaped, and a container's PID 1 may never reap: its state in
+    # /proc (the field after the last ") ") says it has ended.
     return (
-        f"if kill -0 {int(pid)} 2>/dev/null; then echo {ALIVE_MARK}=1; else echo {ALIVE_MARK}=0; fi; "
+        f"st=$(sed 's/.*) //; s/ .*//' /proc/{int(pid)}/stat 2>/dev/null); "
+        f"if kill -0 {int(pid)} 2>/dev/null && [ \"$st\" != Z ]; then echo {ALIVE_MARK}=1; else echo {ALIVE_MARK}=0; fi; "
         f"echo {EXIT_MARK}=$(head -c 16 {always_quote(exit_file(log))} 2>/dev/null); "
         f"tail -n {max(1, int(lines))} {always_quote(log)} 2>/dev/null; true"
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,29 @@ def test_a_stopped_run_records_no_code_and_fails(tmp_path):
     out = settle(pid, log)
     verdict = dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out))
     assert (verdict.state, verdict.rc, verdict.failed) == ("stopped", None, True)
+
+
+def test_an_unreaped_launcher_counts_as_ended(tmp_path):
+    """A container whose PID 1 never reaps: the ended launcher stays a zombie, which kill -0 still finds."""
+    zombie = subprocess.Popen(["/bin/sh", "-c", "exit 0"])  # our child: a zombie until we wait for it
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert subprocess.run(["kill", "-0", str(zombie.pid)], check=False).returncode == 0
+        assert dt.parse_status(status(zombie.pid, str(tmp_path / "launch-x.log")))[0] == "0"
+    finally:
+        zombie.wait()
+
+
+def test_a_live_launcher_is_running(tmp_path):
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        assert dt.parse_status(status(live.pid, str(tmp_path / "launch-x.log")))[0] == "1"
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_an_unanswered_status_fails():
