@@ -12,12 +12,18 @@ worker per host, the results' callbacks, the argument templating.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
+
+REPO = Path(__file__).resolve().parent.parent
 
 CALLBACK = '''\
 from __future__ import annotations
@@ -149,3 +155,61 @@ def enter_bench(playbook: Path, root_problem: str | None) -> int | None:
         print(f"needs ansible-playbook ({playbook}) and cargo", file=sys.stderr)
         return 2
     return None
+
+
+def install_collection(work: Path, galaxy: str) -> Path:
+    """Build the tarball from this checkout and install it, as an operator would."""
+    out = work / "dist"
+    subprocess.run([galaxy, "collection", "build", str(REPO), "--output-path", str(out), "--force"],
+                   check=True, capture_output=True)
+    tarball = next(out.glob("flodl-cluster-*.tar.gz"))
+    dest = work / "collections"
+    subprocess.run([galaxy, "collection", "install", str(tarball), "-p", str(dest), "--force", "--offline"],
+                   check=True, capture_output=True)
+    sys.path.insert(0, str(dest))
+    return dest
+
+
+@dataclass
+class Workspace:
+    """What a bench's runs share: the Ansible binaries, its temp dir, their environment, the version line."""
+    bins: dict[str, str]
+    work: Path
+    env: dict[str, str]
+    version: str
+
+
+@contextlib.contextmanager
+def installed_workspace(playbook: Path, prefix: str) -> Iterator[Workspace]:
+    """A temp dir (removed after) with the collection installed from its tarball, and Ansible's environment for it."""
+    bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        dest = install_collection(work, bins["ansible-galaxy"])
+        env = ansible_env(work, dest, ANSIBLE_HOST_KEY_CHECKING="false")
+        version = subprocess.run([str(playbook), "--version"], capture_output=True, text=True,
+                                 check=False).stdout.splitlines()[0]
+        yield Workspace(bins, work, env, version)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def host_counts(spec: str) -> list[int]:
+    """The ``--sizes`` option (``8,32``) as host counts."""
+    return [int(x) for x in spec.split(",") if x.strip()]
+
+
+def run_sizes(args: argparse.Namespace, prefix: str, root_problem: str | None,
+              one_size: Callable[[Workspace, int, list[dict]], None], report: Callable[[Workspace, list[dict]], None]) -> int:
+    """A bench's main after its options: the entry checks, then in one workspace each ``--sizes`` count measured
+    (``one_size`` appends its row), then ``report``; the exit code."""
+    playbook = Path(args.ansible_playbook)
+    entered = enter_bench(playbook, root_problem)
+    if entered is not None:
+        return entered
+    with installed_workspace(playbook, prefix) as ws:
+        rows: list[dict] = []
+        for n in host_counts(args.sizes):
+            one_size(ws, n, rows)
+        report(ws, rows)
+    return 0

@@ -31,22 +31,27 @@ collection: both resolve every worker's ``host`` for the launcher's extra hosts.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "demo"
 sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import FLOOR_PLAY, ansible_env, bench_args, enter_bench, per_host_seconds, read_events, task_costs  # noqa: E402
+from _timing import (  # noqa: E402
+    FLOOR_PLAY, Workspace, bench_args, per_host_seconds, read_events, run_sizes, task_costs,
+)
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 VARIANTS = ["precompiled/cu128", "precompiled/rocm63"]
@@ -54,19 +59,6 @@ RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 
 KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo", "floor"]
 PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
 EXTRA = ["prebuild step"]
-
-
-def install_collection(work: Path, galaxy: str) -> Path:
-    """Build the tarball from this checkout and install it, as an operator would."""
-    out = work / "dist"
-    subprocess.run([galaxy, "collection", "build", str(REPO), "--output-path", str(out), "--force"],
-                   check=True, capture_output=True)
-    tarball = next(out.glob("flodl-cluster-*.tar.gz"))
-    dest = work / "collections"
-    subprocess.run([galaxy, "collection", "install", str(tarball), "-p", str(dest), "--force", "--offline"],
-                   check=True, capture_output=True)
-    sys.path.insert(0, str(dest))
-    return dest
 
 
 def inventory(cluster: Cluster, project: Path, path: Path, **extra) -> Path:
@@ -140,7 +132,9 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subp
     return t0, proc
 
 
-def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
+def timed_run(argv: list[str], env: dict[str, str], times: Path,
+              cluster: Cluster) -> tuple[float, float, subprocess.CompletedProcess, list[tuple[str, float, float]]]:
+    """A timed playbook that must pass with every rank run: (start, end, the process, its task costs)."""
     if times.exists():
         times.unlink()
     t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
@@ -151,7 +145,11 @@ def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: C
     if missing:
         raise RuntimeError(f"ranks did not run on {missing}")
     events = read_events(times)
-    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
+    return t0, end, proc, task_costs(events, next(t for k, _name, t in events if k == "stats"))
+
+
+def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
+    t0, end, _proc, costs = timed_run(argv, env, times, cluster)
     starts = {}
     for name, start, _sec in costs:
         key = ("preflight" if "preflight :" in name else "prebuild" if "prebuild :" in name
@@ -172,38 +170,67 @@ def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: C
             "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
 
 
-def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], work: Path) -> dict:
-    shared = SHARED_BASE / f"ctbench-{os.getpid()}-{n}"
+@dataclass
+class BenchHosts:
+    cluster: Cluster
+    project: Path
+    up_seconds: float
+
+
+@contextlib.contextmanager
+def bench_hosts(n: int, shared: Path, work: Path, state: str, up_timeout: float = 30.0) -> Iterator[BenchHosts]:
+    """N namespace hosts sharing a copy of the demo crate (plus the env recorder) under ``shared``, their names in
+    this mount namespace's /etc/hosts; all of it undone after."""
     shared.mkdir(parents=True, exist_ok=True)
     os.chmod(shared, 0o755)
     project = shared / "proj"
     shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
     os.chmod(project, 0o755)
     (project / "record_env.py").write_text(RECORDER)
-    cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / f"state-{n}", shared_root=shared)
-    cluster.up()
+    t_up = time.monotonic()
+    cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / state, shared_root=shared)
+    cluster.up(timeout=up_timeout)
+    up_seconds = time.monotonic() - t_up
     hosts_file = work / f"hosts-{n}"
     hosts_file.write_text(Path("/etc/hosts").read_text() + "".join(f"{h.ip} {h.name}\n" for h in cluster))
     subprocess.run(["mount", "--bind", str(hosts_file), "/etc/hosts"], check=True)  # this namespace only
     try:
+        yield BenchHosts(cluster, project, up_seconds)
+    finally:
+        subprocess.run(["umount", "/etc/hosts"], check=False)
+        cluster.down()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def recorded_launch_env(hosts: BenchHosts, work: Path, playbook: str, env: dict[str, str],
+                        **inv_vars: str) -> tuple[dict[str, str], dict[str, str]]:
+    """cluster_train with the env recorder as the launch command (reuse off: fdl-cli's bytes): (every variable the
+    command saw, the ones the launch phase added: fdl-cli's own, not what Ansible's process carries)."""
+    n = len(list(hosts.cluster))
+    record = work / f"launch-env-{n}.json"
+    rec_inv = inventory(hosts.cluster, hosts.project, work / f"inv-rec-{n}.json", **inv_vars,
+                        flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
+    _t, proc = run([playbook, "-i", str(rec_inv), "flodl.cluster.cluster_train"], env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"recording run failed:\n{proc.stdout[-4000:]}")
+    recorded = json.loads(record.read_text())
+    added = {k: v for k, v in recorded.items() if os.environ.get(k) != v and (
+        k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_")) or k in ("HOSTNAME", "LD_LIBRARY_PATH"))}
+    return recorded, added
+
+
+def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], work: Path) -> dict:
+    with bench_hosts(n, SHARED_BASE / f"ctbench-{os.getpid()}-{n}", work, f"state-{n}") as hosts:
+        cluster, project = hosts.cluster, hosts.project
         inv = inventory(cluster, project, work / f"inv-{n}.json")
         play = [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.cluster_train"]
         # Build the binaries once; then record fdl-cli's launch environment (reuse off: fdl-cli's bytes).
         _t, proc = run(play, env)
         if proc.returncode != 0:
             raise RuntimeError(f"first build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
-        record = work / f"launch-env-{n}.json"
-        rec_inv = inventory(cluster, project, work / f"inv-rec-{n}.json",
-                            flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
-        _t, proc = run([bins["ansible-playbook"], "-i", str(rec_inv), "flodl.cluster.cluster_train"], env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"recording run failed:\n{proc.stdout[-4000:]}")
-        recorded = json.loads(record.read_text())
+        recorded, launch_env = recorded_launch_env(hosts, work, bins["ansible-playbook"], env)
         print(f"  N={n}: launch environment {sorted(k for k in recorded if os.environ.get(k) != recorded[k])}",
               file=sys.stderr)
-        # What the launch phase added (fdl-cli's own variables), not what Ansible's process carries.
-        launch_env = {k: v for k, v in recorded.items() if os.environ.get(k) != v and (
-            k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_")) or k in ("HOSTNAME", "LD_LIBRARY_PATH"))}
         steps = len(VARIANTS) if n >= len(VARIANTS) else n
         script = raw_script(cluster, project, launch_env, work)
         empty = work / "empty.yml"
@@ -237,10 +264,6 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
                     argv = play + (["-e", "flodl_ssh_reuse=false"] if kind == "no-reuse" else [])
                     samples[kind].append(timed_playbook(argv, env, times, cluster))
         return summarize(n, reps, samples, steps)
-    finally:
-        subprocess.run(["umount", "/etc/hosts"], check=False)
-        cluster.down()
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 def stat(values: list[float]) -> dict[str, float]:
@@ -264,68 +287,59 @@ def fmt(s: dict[str, float]) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 
 
+def report(ws: Workspace, rows: list[dict], args: argparse.Namespace) -> None:
+    print(f"{ws.version}; {os.cpu_count()} CPUs; {args.reps} repetitions; median (min-max) in seconds")
+    print("| hosts | raw pipeline | cluster_train | ratio | no reuse | ratio | empty play | load |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        t = r["totals"]
+        print(f"| {r['hosts']} | {fmt(t['raw'])} | {fmt(t['playbook'])} | {r['ratio']:.2f}x | "
+              f"{fmt(t['no-reuse'])} | {r['ratio_no_reuse']:.2f}x | {fmt(t['empty'])} | "
+              f"{r['load'][0]}-{r['load'][1]} |")
+    print("\ncluster_train by phase (reuse on / off), median (min-max) in seconds")
+    print("| hosts | " + " | ".join(PHASES) + " | per-host tasks (argspec + worker_result) |")
+    print("| ---: |" + " ---: |" * (len(PHASES) + 1))
+    for r in rows:
+        for kind in ("playbook", "no-reuse"):
+            ph, pht = r["phases"][kind], r["per_host"][kind]
+            label = f"{r['hosts']}{'' if kind == 'playbook' else ' off'}"
+            print(f"| {label} | " + " | ".join(fmt(ph[p]) for p in PHASES)
+                  + f" | {pht['argspec']['median']:.2f} + {pht['worker_result']['median']:.2f} |")
+    print("\nno-op prebuild vs cargo's own no-op per variant in parallel, median (min-max) in seconds")
+    print("| hosts | variants | cargo no-op | prebuild step | ratio | prebuild phase | ratio |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        c, ph = r["totals"]["cargo"], r["phases"]["playbook"]
+        print(f"| {r['hosts']} | {r['variants']} | {fmt(c)} | {fmt(ph['prebuild step'])} | "
+              f"{ph['prebuild step']['median'] / c['median']:.2f}x | {fmt(ph['prebuild'])} | "
+              f"{ph['prebuild']['median'] / c['median']:.2f}x |")
+    print("\nAnsible's floor on the same hosts (a run-once `debug` delegated to localhost, a per-host `debug`) and "
+          "the cheapest prebuild phase it allows: cargo no-op + run-once task + per-host task")
+    print("| hosts | run-once task | per-host task | cargo + floor | ratio to cargo |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        c, f = r["totals"]["cargo"]["median"], r["floor"]
+        best = c + f["run-once task"]["median"] + f["per-host task"]["median"]
+        print(f"| {r['hosts']} | {fmt(f['run-once task'])} | {fmt(f['per-host task'])} | {best:.2f} | {best / c:.2f}x |")
+    for r in rows:
+        print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
+        for name, sec in r["tasks"]:
+            print(f"  {sec:6.3f}  {name}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"ansible": ws.version, "cpus": os.cpu_count(), "rows": rows}, indent=2))
+
+
 def main() -> int:
     args = bench_args(__doc__, "8,32")
-    playbook = Path(args.ansible_playbook)
-    entered = enter_bench(playbook, require_root())
-    if entered is not None:
-        return entered
-    bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
-    work = Path(tempfile.mkdtemp(prefix="flodl-ct-bench-"))
-    try:
-        dest = install_collection(work, bins["ansible-galaxy"])
-        env = ansible_env(work, dest, ANSIBLE_HOST_KEY_CHECKING="false")
-        version = subprocess.run([str(playbook), "--version"], capture_output=True, text=True,
-                                 check=False).stdout.splitlines()[0]
-        rows = []
-        for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
-            load0 = os.getloadavg()[0]
-            rows.append(bench_size(n, args.reps, bins, env, work))
-            rows[-1]["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            print(f"  N={n}: done (ratio {rows[-1]['ratio']:.2f}x)", file=sys.stderr)
-        print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; median (min-max) in seconds")
-        print("| hosts | raw pipeline | cluster_train | ratio | no reuse | ratio | empty play | load |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for r in rows:
-            t = r["totals"]
-            print(f"| {r['hosts']} | {fmt(t['raw'])} | {fmt(t['playbook'])} | {r['ratio']:.2f}x | "
-                  f"{fmt(t['no-reuse'])} | {r['ratio_no_reuse']:.2f}x | {fmt(t['empty'])} | "
-                  f"{r['load'][0]}-{r['load'][1]} |")
-        print("\ncluster_train by phase (reuse on / off), median (min-max) in seconds")
-        print("| hosts | " + " | ".join(PHASES) + " | per-host tasks (argspec + worker_result) |")
-        print("| ---: |" + " ---: |" * (len(PHASES) + 1))
-        for r in rows:
-            for kind in ("playbook", "no-reuse"):
-                ph, pht = r["phases"][kind], r["per_host"][kind]
-                label = f"{r['hosts']}{'' if kind == 'playbook' else ' off'}"
-                print(f"| {label} | " + " | ".join(fmt(ph[p]) for p in PHASES)
-                      + f" | {pht['argspec']['median']:.2f} + {pht['worker_result']['median']:.2f} |")
-        print("\nno-op prebuild vs cargo's own no-op per variant in parallel, median (min-max) in seconds")
-        print("| hosts | variants | cargo no-op | prebuild step | ratio | prebuild phase | ratio |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for r in rows:
-            c, ph = r["totals"]["cargo"], r["phases"]["playbook"]
-            print(f"| {r['hosts']} | {r['variants']} | {fmt(c)} | {fmt(ph['prebuild step'])} | "
-                  f"{ph['prebuild step']['median'] / c['median']:.2f}x | {fmt(ph['prebuild'])} | "
-                  f"{ph['prebuild']['median'] / c['median']:.2f}x |")
-        print("\nAnsible's floor on the same hosts (a run-once `debug` delegated to localhost, a per-host `debug`) and "
-              "the cheapest prebuild phase it allows: cargo no-op + run-once task + per-host task")
-        print("| hosts | run-once task | per-host task | cargo + floor | ratio to cargo |")
-        print("| ---: | ---: | ---: | ---: | ---: |")
-        for r in rows:
-            c, f = r["totals"]["cargo"]["median"], r["floor"]
-            best = c + f["run-once task"]["median"] + f["per-host task"]["median"]
-            print(f"| {r['hosts']} | {fmt(f['run-once task'])} | {fmt(f['per-host task'])} | {best:.2f} | {best / c:.2f}x |")
-        for r in rows:
-            print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
-            for name, sec in r["tasks"]:
-                print(f"  {sec:6.3f}  {name}")
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+
+    def one_size(ws: Workspace, n: int, rows: list[dict]) -> None:
+        load0 = os.getloadavg()[0]
+        rows.append(bench_size(n, args.reps, ws.bins, ws.env, ws.work))
+        rows[-1]["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+        print(f"  N={n}: done (ratio {rows[-1]['ratio']:.2f}x)", file=sys.stderr)
+
+    return run_sizes(args, "flodl-ct-bench-", require_root(), one_size, lambda ws, rows: report(ws, rows, args))
 
 
 if __name__ == "__main__":

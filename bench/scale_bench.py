@@ -31,21 +31,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import FLOOR_PLAY, ansible_env, bench_args, enter_bench, read_events, task_costs  # noqa: E402
+from _timing import FLOOR_PLAY, Workspace, bench_args, read_events, run_sizes, task_costs  # noqa: E402
 from cluster_train_bench import (  # noqa: E402
-    DEMO, RECORDER, VARIANTS, check_raw, install_collection, inventory, raw_script, run,
+    VARIANTS, bench_hosts, check_raw, inventory, raw_script, recorded_launch_env, run, timed_run,
 )
-from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
+from netns_cluster import SHARED_BASE, Cluster, require_root  # noqa: E402
 
 KINDS = ["raw", "cluster_train", "probe", "preflight", "floor"]
 LAUNCH_TASK = "Run the launch command"
@@ -86,20 +84,10 @@ def buckets(costs: list[tuple[str, float, float]]) -> dict[str, float]:
 
 
 def timed_train(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
-    if times.exists():
-        times.unlink()
     before = accepted(cluster)
-    t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
-    end = time.monotonic()
-    if proc.returncode != 0:
-        raise RuntimeError(f"cluster_train exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
-    missing = [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in proc.stdout]
-    if missing:
-        raise RuntimeError(f"ranks did not run on {missing}")
+    t0, end, proc, costs = timed_run(argv, env, times, cluster)
     after = accepted(cluster)
     logins = sorted({after[h] - before[h] for h in after})
-    events = read_events(times)
-    costs = task_costs(events, next(t for k, _name, t in events if k == "stats"))
     total_lines, own = own_lines(proc.stdout + proc.stderr)
     return {"total": end - t0, "startup": costs[0][1] - t0, "buckets": buckets(costs), "logins_per_worker": logins,
             "lines": total_lines, "own_lines": own, "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
@@ -122,24 +110,12 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
     # Short paths: every worker repeats them in the topology, and at 128 workers its compact form is within a
     # few percent of exec's limit (14 more characters per path were enough to have the run refused).
     shared = SHARED_BASE / f"s{os.getpid()}"
-    shared.mkdir(parents=True, exist_ok=True)
-    os.chmod(shared, 0o755)
-    project = shared / "proj"
-    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
-    os.chmod(project, 0o755)
-    (project / "record_env.py").write_text(RECORDER)
-    data = shared / "data"
-    data.mkdir()
-    os.chmod(data, 0o755)
-    t_up = time.monotonic()
-    cluster = Cluster([HostSpec(f"h{i + 1}") for i in range(n)], work / f"k{n}", shared_root=shared)
-    cluster.up(timeout=120)
-    up = time.monotonic() - t_up
-    hosts_file = work / f"hosts-{n}"
-    hosts_file.write_text(Path("/etc/hosts").read_text() + "".join(f"{h.ip} {h.name}\n" for h in cluster))
-    subprocess.run(["mount", "--bind", str(hosts_file), "/etc/hosts"], check=True)  # this namespace only
-    load = [round(os.getloadavg()[0], 2)]
-    try:
+    with bench_hosts(n, shared, work, f"k{n}", up_timeout=120) as hosts:
+        cluster, project, up = hosts.cluster, hosts.project, hosts.up_seconds
+        data = shared / "data"
+        data.mkdir()
+        os.chmod(data, 0o755)
+        load = [round(os.getloadavg()[0], 2)]
         dp = {"flodl_data_path": str(data), "flodl_controller_data_path": str(data)}
         inv = inventory(cluster, project, work / f"inv-{n}.json", **dp)
         play = [bins["ansible-playbook"], "-i", str(inv), "flodl.cluster.cluster_train"]
@@ -161,15 +137,7 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
             samples = measure(kinds, reps, load, cluster=cluster, project=project, play=play, env=env, inv=inv,
                               floor=floor, probe=probe, script=script, times=times, bins=bins, steps=0)
             return {"hosts": n, "up": up, "reps": reps, "samples": samples, "load": load, "refused": samples["refused"]}
-        record = work / f"launch-env-{n}.json"
-        rec_inv = inventory(cluster, project, work / f"inv-rec-{n}.json", **dp,
-                            flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
-        _t, proc = run([bins["ansible-playbook"], "-i", str(rec_inv), "flodl.cluster.cluster_train"], env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"recording run failed:\n{proc.stdout[-4000:]}")
-        recorded = json.loads(record.read_text())
-        launch_env = {k: v for k, v in recorded.items() if os.environ.get(k) != v and (
-            k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_")) or k in ("HOSTNAME", "LD_LIBRARY_PATH"))}
+        _recorded, launch_env = recorded_launch_env(hosts, work, bins["ansible-playbook"], env, **dp)
         sizes = {k: len(v) for k, v in launch_env.items() if len(v) > 1000}
         script = raw_script(cluster, project, launch_env, work)
         lines = script.read_text().splitlines()
@@ -185,10 +153,6 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
                           floor=floor, probe=probe, script=script, times=times, bins=bins,
                           steps=min(n, len(VARIANTS)))
         return {"hosts": n, "up": up, "reps": reps, "samples": samples, "env_sizes": sizes, "load": load}
-    finally:
-        subprocess.run(["umount", "/etc/hosts"], check=False)
-        cluster.down()
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project, play, env, inv, floor, probe,
@@ -317,28 +281,15 @@ def main() -> int:
     args = bench_args(__doc__, "8,32,128,200")
     # preflight and the floor play again with these ANSIBLE_FORKS values ("default": Ansible's own, 5)
     forks = [f.strip() for f in os.environ.get("FLODL_BENCH_FORKS", "default").split(",") if f.strip()]
-    playbook = Path(args.ansible_playbook)
-    entered = enter_bench(playbook, require_root())
-    if entered is not None:
-        return entered
-    bins = {"ansible-playbook": str(playbook), "ansible-galaxy": str(playbook.parent / "ansible-galaxy")}
-    work = Path(tempfile.mkdtemp(prefix="fsb-"))
-    try:
-        dest = install_collection(work, bins["ansible-galaxy"])
-        env = ansible_env(work, dest, ANSIBLE_HOST_KEY_CHECKING="false")
-        version = subprocess.run([str(playbook), "--version"], capture_output=True, text=True,
-                                 check=False).stdout.splitlines()[0]
-        rows = []
-        for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
-            rows.append(bench_size(n, args.reps, bins, env, work, forks))
-            print(f"  N={n}: done", file=sys.stderr)
-            if args.json:  # after every size: a long run keeps what it measured
-                args.json.parent.mkdir(parents=True, exist_ok=True)
-                args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}))
-        report(rows, version, args.reps)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+
+    def one_size(ws: Workspace, n: int, rows: list[dict]) -> None:
+        rows.append(bench_size(n, args.reps, ws.bins, ws.env, ws.work, forks))
+        print(f"  N={n}: done", file=sys.stderr)
+        if args.json:  # after every size: a long run keeps what it measured
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"ansible": ws.version, "cpus": os.cpu_count(), "rows": rows}))
+
+    return run_sizes(args, "fsb-", require_root(), one_size, lambda ws, rows: report(rows, ws.version, args.reps))
 
 
 if __name__ == "__main__":

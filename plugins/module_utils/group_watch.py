@@ -26,8 +26,10 @@ import sys
 import threading
 from typing import Any, Callable, List, Optional
 
-WATCHER_SOURCE = r'''
-import json, os, select, signal, subprocess, sys, time
+# The process checks, written once: the watcher runs this text, and this module runs it too (group_alive below,
+# which the launch step's own stop uses).
+CHECKS_SOURCE = r'''
+import os
 
 def stat_of(pid):
     try:
@@ -73,6 +75,10 @@ def group_alive(pgid):
             if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
                 return True
     return False
+'''
+
+WATCHER_SOURCE = CHECKS_SOURCE + r'''
+import json, select, signal, subprocess, sys, time
 
 def stop(groups, grace):
     for pgid in groups:
@@ -141,6 +147,9 @@ BOOTSTRAP = ("import json, os\nline = b''\nwhile not line.endswith(b'\\n'):\n   
              "    if not c:\n        raise SystemExit(0)\n    line += c\nexec(json.loads(line))")
 NAME = "flodl-group-watch"
 
+_CHECKS: dict = {}
+exec(CHECKS_SOURCE, _CHECKS)  # nosec: this module's own constant, the text the watcher runs
+
 POLL_SECONDS = 0.2
 
 
@@ -193,6 +202,11 @@ class GroupWatch:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass  # it exits on its own; never hold the run for it
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is left, a zombie counting as gone: the watcher's own check."""
+    return bool(_CHECKS["group_alive"](pgid))
 
 
 def start_group(argv: List[str], cwd: str, env: dict, stdout: Any) -> "subprocess.Popen[bytes]":

@@ -267,11 +267,7 @@ summary_rows:
     state: {description: What healthy hosts are folded by., type: str, returned: always}
     problem: {description: Whether the host cannot build or its build failed., type: bool, returned: always}
 run_model_use:
-  description:
-    - How this step got the run model. C(source) is C(built) when it read and validated the run itself, else the
-      registered result it took the model from (C(flodl_preflight_run), C(flodl_topology_run), C(flodl_launch_env)).
-    - C(validations) is 1 when it validated the run, 0 otherwise; C(connections_resolved) counts the workers whose
-      connection it resolved through Ansible's ssh plugin (0 when the model came from an earlier step).
+  description: How this step got the run model (C(source), C(validations), C(connections_resolved)); see docs/architecture.md, One run model per run.
   returned: when the run was read
   type: dict
   sample: {source: flodl_preflight_run, validations: 0, connections_resolved: 0}

@@ -73,25 +73,17 @@ remote_hosts:
   type: list
   elements: str
   sample: [gpu-b, gpu-c]
+run_model:
+  description: The run model this step built, for the later phases of this run (join token redacted); internal, see docs/architecture.md, One run model per run.
+  returned: when this step built the model
+  type: dict
 prebuild:
   description: Whether prebuild (and the preflight ABI gate) is enabled.
   returned: success
   type: bool
 run_model_use:
-  description:
-    - How this step got the run model. C(source) is C(built) when it read and validated the run itself, else the
-      registered result it took the model from (C(flodl_preflight_run), C(flodl_topology_run), C(flodl_launch_env)).
-    - C(validations) is 1 when it validated the run, 0 otherwise; C(connections_resolved) counts the workers whose
-      connection it resolved through Ansible's ssh plugin (0 when the model came from an earlier step).
+  description: How this step got the run model (C(source), C(validations), C(connections_resolved)); see docs/architecture.md, One run model per run.
   returned: when the run was read
   type: dict
   sample: {source: flodl_preflight_run, validations: 0, connections_resolved: 0}
-run_model:
-  description:
-    - The run model this step built (validated run, each worker's resolved connection), as plain data, for the later
-      phases of the same run; the join token is replaced by a placeholder. Internal; its shape may change.
-    - A later phase takes it only when its fingerprint matches this run (this ansible-playbook process, the worker
-      group, the play's hosts, the run-level variables); see docs/architecture.md.
-  returned: when this step built the model
-  type: dict
 """

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, group_alive
 from ansible_collections.flodl.cluster.plugins.module_utils.output_batch import DEFAULT_INTERVAL, OutputBatcher
 
 TAIL_LINES = 30
@@ -42,16 +42,6 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_group(proc: subprocess.Popen, grace: float) -> str:
     """TERM the command's whole process group, then KILL what is left after ``grace`` seconds."""
     try:
@@ -60,7 +50,7 @@ def stop_group(proc: subprocess.Popen, grace: float) -> str:
         return "already gone"
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(proc.pid):
+        if proc.poll() is not None and not group_alive(proc.pid):
             return "stopped by SIGTERM"
         time.sleep(0.1)
     try:

@@ -9,31 +9,36 @@ answer). It keeps ssh's stdin open until the ansible-playbook process is gone, t
 session on the launch host releases the lock and ends. Started in a session of its own, so a cancel's
 signal to the job's process group leaves it to see ansible-playbook end. A kill of the whole job (a
 deleted pod) kills it and the ssh too: the connection drops, the session's stdin closes there all the
-same. Standard library only: it runs without Ansible (``-I -S``).
+same. Standard library only: it runs without Ansible (``-I -S``), and takes its pid check from
+sshreuse_watch.py, loaded by path from this directory.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 POLL_SECONDS = 0.5
 RELEASE_WAIT_SECONDS = 15.0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _sibling(name: str) -> Any:
+    """A standard-library module next to this file, loaded by path: under ``-I -S`` the collection is not importable."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"flodl_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def hold(playbook_pid: int, end_mark: bytes, argv: list[str]) -> int:
+    pid_alive = _sibling("sshreuse_watch").pid_alive  # the collection's one pid check
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     source, sink = proc.stdout, proc.stdin
     if source is None or sink is None:
@@ -49,7 +54,7 @@ def hold(playbook_pid: int, end_mark: bytes, argv: list[str]) -> int:
     os.dup2(null, 1)
     os.close(null)
     threading.Thread(target=source.read, daemon=True).start()  # never let ssh block on its output
-    while proc.poll() is None and _alive(playbook_pid):
+    while proc.poll() is None and pid_alive(playbook_pid):
         time.sleep(POLL_SECONDS)
     try:
         sink.close()

@@ -7,6 +7,7 @@ The launch step closes the masters when the launcher exits. A run that stops ear
 a cancel between phases, ansible-playbook killed) never gets there, so the probe step starts this file
 as a small watcher in its own session: once the ansible-playbook process is gone, it closes whatever
 masters are left and removes the directory. Standard library only: it runs without Ansible (``-I -S``).
+lock_holder.py, another such script, loads this file by path for ``pid_alive``: keep it standard library only.
 """
 from __future__ import annotations
 

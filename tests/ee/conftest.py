@@ -6,7 +6,6 @@ happen once per test command, not once per ansible-core line (the image carries 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -21,7 +20,7 @@ for _path in (REPO_ROOT / "tests" / "harness", REPO_ROOT / "tests" / "integratio
 pytest_plugins = ["fixtures_netns"]
 
 from ci_policy import need  # noqa: E402
-from docker_engine import DockerEngine, DockerError, image_exists  # noqa: E402
+from docker_engine import image_exists, needed_engine  # noqa: E402
 from ee_image import EE_IMAGE, ensure_ee_image  # noqa: E402
 
 # Set by scripts/test.sh after its timed "EE image build" step: use that image as it is.
@@ -31,18 +30,8 @@ BUILT = os.environ.get("FLODL_EE_IMAGE_BUILT", "") == "1"
 @pytest.fixture(scope="session")
 def ee_image() -> Iterator[str]:
     """The EE image of this checkout: built here (Docker's cache makes a rebuild quick) unless just built."""
-    need(os.geteuid() == 0, "the docker harness needs root (dockerd, debootstrap)")
-    for tool in ("docker", "dockerd", "debootstrap"):
-        need(shutil.which(tool) is not None, f"{tool} not found: run scripts/install-docker-tools.sh")
-    engine = DockerEngine()
-    try:
-        engine.start()
-    except DockerError as exc:
-        need(False, f"docker engine unavailable: {exc}")
-    try:
+    with needed_engine(need):
         if not (BUILT and image_exists(EE_IMAGE)):
             timings = ensure_ee_image(EE_IMAGE)
             print("\n[ee_image] " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         yield EE_IMAGE
-    finally:
-        engine.stop()

@@ -1,6 +1,6 @@
 """A Docker engine, compose v2 and a builder image for the integration tests.
 
-Stdlib only. Importable (``DockerEngine``, ``ensure_compose_v2``,
+Stdlib only. Importable (``DockerEngine``, ``needed_engine``, ``ensure_compose_v2``,
 ``install_compose_v2``, ``ensure_builder_image``) and a small CLI::
 
     python3 tests/harness/docker_engine.py ensure [--state DIR] [--no-install]
@@ -39,7 +39,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 DEFAULT_STATE_DIR = Path(os.environ.get("FLODL_TEST_DOCKER_STATE", "/var/tmp/flodl-cluster-tests/docker"))
 CACHE_DIR = Path(os.environ.get("FLODL_TEST_CACHE_DIR", "/var/cache/flodl-cluster-tests"))
@@ -347,6 +347,27 @@ class DockerEngine:
 
     def __repr__(self) -> str:
         return f"DockerEngine(state_dir={str(self.state_dir)!r}, owned={self.owned})"
+
+
+@contextlib.contextmanager
+def needed_engine(need: Callable[[bool, str], None]) -> Iterator[DockerEngine]:
+    """A started engine for a test session, stopped after it (what the session fixtures share).
+
+    What is missing (root, the tools, a daemon that answers) goes to ``need``: the tests'
+    ``ci_policy.need``, which skips (fails under CI) and so does not return.
+    """
+    need(os.geteuid() == 0, "the docker harness needs root (dockerd, debootstrap)")
+    for tool in ("docker", "dockerd", "debootstrap"):
+        need(shutil.which(tool) is not None, f"{tool} not found: run scripts/install-docker-tools.sh")
+    engine = DockerEngine()
+    try:
+        engine.start()
+    except DockerError as exc:
+        need(False, f"docker engine unavailable: {exc}")
+    try:
+        yield engine
+    finally:
+        engine.stop()
 
 
 # -- docker compose v2 -----------------------------------------------------

@@ -33,13 +33,7 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(_REPO_ROOT / "tests" / "harness"))
 
 from ci_policy import need  # noqa: E402
-from docker_engine import (  # noqa: E402
-    BUILDER_IMAGE,
-    DockerEngine,
-    DockerError,
-    ensure_builder_image,
-    ensure_compose_v2,
-)
+from docker_engine import BUILDER_IMAGE, DockerEngine, DockerError, ensure_builder_image, ensure_compose_v2, needed_engine  # noqa: E402
 
 __all__ = [
     "BUILDER_IMAGE",
@@ -57,15 +51,7 @@ _COPY_IGNORE = shutil.ignore_patterns("target", ".cargo-home", ".fdl-cluster-ove
 
 @pytest.fixture(scope="session")
 def docker_engine() -> Iterator[DockerEngine]:
-    need(os.geteuid() == 0, "the docker harness needs root (dockerd, debootstrap)")
-    for tool in ("docker", "dockerd", "debootstrap"):
-        need(shutil.which(tool) is not None, f"{tool} not found: run scripts/install-docker-tools.sh")
-    engine = DockerEngine()
-    try:
-        engine.start()
-    except DockerError as exc:
-        need(False, f"docker engine unavailable: {exc}")
-    try:
+    with needed_engine(need) as engine:
         reason = ensure_compose_v2(install=True)
         need(reason is None, reason or "")
         t0 = time.monotonic()
@@ -78,8 +64,6 @@ def docker_engine() -> Iterator[DockerEngine]:
             steps = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
             print(f"\n[docker_engine] built {BUILDER_IMAGE} in {time.monotonic() - t0:.1f}s ({steps})")
         yield engine
-    finally:
-        engine.stop()
 
 
 def copy_demo_project(dest: Path | str, name: str = "demo") -> Path:

@@ -16,13 +16,13 @@ import re
 import signal
 import subprocess
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from play_output import failed_in_recap
-from conftest import ansible_bin, run_ansible
+from streamed_play import kill_session, stream, wait_for
+from conftest import run_ansible
 from test_launch import copy_project, project_vars, rank_processes, worker_vars
 
 PLAYBOOKS = "flodl.cluster"
@@ -32,41 +32,6 @@ SAME_VARIANT = {"h1": "precompiled/cu128", "h2": "precompiled/cu128", "h3": "pre
 def _flat(text: str) -> str:
     """Output with Ansible's line wrapping undone (warnings are wrapped at the terminal width)."""
     return " ".join(text.split())
-
-
-def _popen(collection, argv: list[str], **env: str) -> tuple[subprocess.Popen, list[str], threading.Thread]:
-    proc = subprocess.Popen([ansible_bin(argv[0]), *argv[1:]], env=collection.env(PYTHONUNBUFFERED="1", **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, ""):
-            lines.append(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    return proc, lines, reader
-
-
-def _wait_for(lines: list[str], proc: subprocess.Popen, what, timeout: float, why: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what("".join(lines)):
-            return
-        if proc.poll() is not None:
-            time.sleep(0.5)
-            if what("".join(lines)):
-                return
-            pytest.fail(f"ansible-playbook ended (rc={proc.returncode}) before {why}:\n" + "".join(lines))
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {why}:\n" + "".join(lines))
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def _host_tmp_canaries(cluster) -> dict[str, str]:
@@ -89,11 +54,10 @@ def test_second_run_is_refused_and_a_live_rank_blocks_preflight(installed_collec
     long_env = {"FLODL_DEMO_STEPS": "400", "FLODL_DEMO_STEP_MS": "100"}  # about 40 s of steps per rank
     inv = cluster.write_inventory(tmp_path / "inv.json", project_vars(project, cluster, flodl_cluster_env=long_env),
                                   host_vars)
-    first, lines, reader = _popen(installed_collection, ["ansible-playbook", "-i", str(inv),
-                                                         f"{PLAYBOOKS}.cluster_train"])
+    first, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
     try:
-        _wait_for(lines, first, lambda t: all(f"[{h}] step 2 loss" in t for h in ("h1", "h2", "h3")), 300,
-                  "the first run's ranks to train")
+        wait_for(lines, first, lambda t: all(f"[{h}] step 2 loss" in t for h in ("h1", "h2", "h3")), 300,
+                 "the first run's ranks to train")
         started = time.monotonic()
         second = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv),
                                                     f"{PLAYBOOKS}.cluster_train"])
@@ -102,7 +66,7 @@ def test_second_run_is_refused_and_a_live_rank_blocks_preflight(installed_collec
         assert first.poll() is None, "the first run ended while the second started:\n" + "".join(lines)
         rc = first.wait(timeout=300)
     finally:
-        _stop(first)
+        kill_session(first)
     reader.join(timeout=5)
     out1 = "".join(lines)
     # The second: refused by the controller's run lock, before preflight and before any build.
@@ -404,7 +368,7 @@ def test_a_build_host_cut_off_the_network_fails_within_the_task_timeout(installe
                      flodl_prebuild_env={"PATH": f"{tools}:/usr/bin:/bin"}),
         host_vars,
     )
-    proc, lines, reader = _popen(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.prebuild"])
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.prebuild"])
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and time.monotonic() < deadline:
@@ -421,7 +385,7 @@ def test_a_build_host_cut_off_the_network_fails_within_the_task_timeout(installe
             pytest.fail("the play still ran 130 s after the cut:\n" + "".join(lines))
         seconds = time.monotonic() - t_cut
     finally:
-        _stop(proc)
+        kill_session(proc)
         subprocess.run(["ip", "-n", cluster["h1"].netns, "link", "set", "eth0", "up"], check=False)
     reader.join(timeout=5)
     out = "".join(lines)
@@ -472,10 +436,9 @@ def test_no_rank_outlives_a_failed_or_cancelled_launch(installed_collection, clu
         worker_vars(project, SAME_VARIANT, {"h1": [0], "h2": [0], "h3": [0]}),
     )
     marker = f"{project}/target/cluster/"
-    proc, lines, reader = _popen(installed_collection, ["ansible-playbook", "-i", str(inv),
-                                                        f"{PLAYBOOKS}.cluster_train"])
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
     try:
-        _wait_for(lines, proc, lambda t: "leaky: every rank started" in t, 300, "the ranks to start")
+        wait_for(lines, proc, lambda t: "leaky: every rank started" in t, 300, "the ranks to start")
         leaked = rank_processes(marker)
         print("ranks after the launcher started them:", leaked)
         if how == "sigterm":
@@ -486,7 +449,7 @@ def test_no_rank_outlives_a_failed_or_cancelled_launch(installed_collection, clu
         rc = proc.wait(timeout=120)
         seconds = time.monotonic() - t0
     finally:
-        _stop(proc)
+        kill_session(proc)
     reader.join(timeout=5)
     out = "".join(lines)
     print(f"play ended {seconds:.1f}s after the {how}; rc={rc}")

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, need
+from awx_job_dir import job_dir
+from conftest import need
 from netns_cluster import Cluster, HostSpec, require_root
 from pod import Pod
 from test_launch import copy_project, project_vars, rank_processes, worker_vars
@@ -109,10 +110,7 @@ def world(installed_collection, tmp_path_factory):
 
 def _pdd(world: dict, name: str, *, forward_agent: bool) -> Path:
     cluster, project = world["cluster"], world["project"]
-    pdd = world["base"] / name
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "env").mkdir()
-    shutil.copy(REPO_ROOT / "examples" / "awx" / "project" / "train.yml", pdd / "project" / "train.yml")
+    pdd = job_dir(world["base"] / name, world["collection"], world["base"] / name / "ansible-local")
     hv = worker_vars(project, ARCH, {h: [0] for h in WORKERS})
     for h in WORKERS:
         # No IdentitiesOnly: the job's key is in its agent (AWX loads the machine credential there).
@@ -125,19 +123,6 @@ def _pdd(world: dict, name: str, *, forward_agent: bool) -> Path:
     survey = {"flodl_cmd": "train", "flodl_prebuild": "false", "flodl_launch_host": "h1",
               "flodl_launch_grace_seconds": str(GRACE), "flodl_launch_forward_agent": str(forward_agent).lower()}
     (pdd / "env" / "extravars").write_text(json.dumps(survey))
-    collection = world["collection"]
-    envvars = {
-        "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path),
-        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
-        "ANSIBLE_HOST_KEY_CHECKING": "false",
-        "ANSIBLE_LOCAL_TEMP": str(pdd / "ansible-local"),
-        "ANSIBLE_REMOTE_TEMP": "/tmp/.ansible-remote",
-        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
-        "ANSIBLE_NOCOLOR": "1",
-        "PYTHONUNBUFFERED": "1",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-    }
-    (pdd / "env" / "envvars").write_text(json.dumps(envvars))
     (pdd / "driver.py").write_text(DRIVER)
     return pdd
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awx_job_dir import job_dir
 from conftest import REPO_ROOT, Collection, need
 from netns_cluster import Cluster, HostSpec
 
@@ -70,10 +71,7 @@ def _survey(**answers: str) -> dict[str, str]:
 def _private_data_dir(tmp_path: Path, collection: Collection, cluster: Cluster, project: Path,
                       survey: dict[str, str], *, cluster_env: dict[str, str] | None = None,
                       host_vars: dict[str, dict[str, Any]] | None = None) -> Path:
-    pdd = tmp_path / "pdd"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "env").mkdir()
-    shutil.copy(REPO_ROOT / "examples" / "awx" / "project" / "train.yml", pdd / "project" / "train.yml")
+    pdd = job_dir(tmp_path / "pdd", collection, tmp_path / "ansible-local")
     hv = {
         h: {"flodl_path": str(project), "flodl_arch": ARCH[h], "flodl_local_devices": [0],
             "flodl_nccl_socket_ifname": "eth0"}
@@ -88,21 +86,6 @@ def _private_data_dir(tmp_path: Path, collection: Collection, cluster: Cluster, 
     }
     cluster.write_inventory(pdd / "inventory" / "hosts.json", group, hv)
     (pdd / "env" / "extravars").write_text(json.dumps(survey, indent=1))
-    envvars = {
-        "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path),
-        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
-        # The harness hosts get new host keys on every start (their inventory passes
-        # UserKnownHostsFile=/dev/null); AWX jobs check keys strictly (docs/awx.md §2).
-        "ANSIBLE_HOST_KEY_CHECKING": "false",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-        "ANSIBLE_REMOTE_TEMP": "/tmp/.ansible-remote",
-        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
-        "ANSIBLE_NOCOLOR": "1",
-        "PYTHONUNBUFFERED": "1",
-        # ansible-runner starts `ansible-playbook` from PATH: the one of this interpreter's venv.
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-    }
-    (pdd / "env" / "envvars").write_text(json.dumps(envvars, indent=1))
     return pdd
 
 

@@ -20,14 +20,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from ci_policy import need
-from conftest import ansible_bin
+from streamed_play import kill_session, stream, wait_for
 
 _HARNESS = Path(__file__).resolve().parent.parent / "harness"
 sys.path.insert(0, str(_HARNESS))
@@ -156,17 +155,8 @@ def _inventory(env, path: Path, *, silent: bool = False, **extra) -> Path:
 
 
 def _run(collection, marker: str, argv: list[str]) -> tuple[subprocess.Popen, list[str]]:
-    proc = subprocess.Popen([ansible_bin("ansible-playbook"), *argv],
-                            env=collection.env(PYTHONUNBUFFERED="1", FLODL_SIGNAL_TRIAL=marker),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, ""):
-            lines.append(line)
-
-    threading.Thread(target=pump, daemon=True).start()
+    """ansible-playbook streamed, the trial's marker in its environment (what ``leftovers`` looks for)."""
+    proc, lines, _reader = stream(collection, ["ansible-playbook", *argv], FLODL_SIGNAL_TRIAL=marker)
     return proc, lines
 
 
@@ -210,17 +200,6 @@ def leftovers(env, marker: str) -> tuple[list[str], list[str]]:
     return left, masters
 
 
-def _wait_until(lines: list[str], proc: subprocess.Popen, what, timeout: float, why: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what("".join(lines)):
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"ansible-playbook ended (rc={proc.returncode}) before {why}:\n" + "".join(lines))
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {why}:\n" + "".join(lines))
-
-
 def _ranks_running(env) -> int:
     needle = f"{env['project']}/target/cluster/".encode()
     return sum(needle in c for c, _e in _procs().values())
@@ -235,7 +214,7 @@ def _trial(collection, env, tmp_path: Path, phase: str, trial: int, send, label:
         # The silent worker keeps the probe round in flight for its connect bound.
         inv = _inventory(env, inv_path, silent=True, flodl_preflight_timeout=20)
         proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.preflight"])
-        _wait_until(lines, proc, lambda t: "Preflight | Probe every worker" in t, 120, "the probe")
+        wait_for(lines, proc, lambda t: "Preflight | Probe every worker" in t, 120, "the probe", poll=0.05, while_running=True)
         time.sleep(0.5)
         if os.environ.get("FLODL_SIGNAL_DEBUG"):
             for pid, (c, e) in _procs().items():
@@ -249,18 +228,16 @@ def _trial(collection, env, tmp_path: Path, phase: str, trial: int, send, label:
         inv = _inventory(env, inv_path, flodl_build_host="h1",
                          flodl_prebuild_env={"PATH": f"{env['tools']}:/usr/bin:/bin", "FLODL_TRIAL_SLOW": str(slow)})
         proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.prebuild"])
-        _wait_until(lines, proc, lambda t: slow.exists(), 120, "the slow build")
+        wait_for(lines, proc, lambda t: slow.exists(), 120, "the slow build", poll=0.05, while_running=True)
     else:
         inv = _inventory(env, inv_path)
         proc, lines = _run(collection, marker, ["-i", str(inv), f"{PLAYBOOKS}.cluster_train"])
-        _wait_until(lines, proc, lambda t: _ranks_running(env) >= 2, 180, "both ranks")
+        wait_for(lines, proc, lambda t: _ranks_running(env) >= 2, 180, "both ranks", poll=0.05, while_running=True)
     try:
         send(proc.pid)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        kill_session(proc)
     t0 = time.monotonic()
     left, masters = leftovers(env, marker)
     while left and time.monotonic() - t0 < GRACE + 5:

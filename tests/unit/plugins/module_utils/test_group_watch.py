@@ -144,3 +144,21 @@ def test_a_channel_whose_reader_closed_is_noticed():
     finally:
         stop.set()
         os.close(write_end)
+
+
+def test_group_alive_counts_a_zombie_as_gone():
+    """The watcher's check, as the launch step's stop calls it: a live group, its zombie leader, no group."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        assert group_watch.group_alive(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "no zombie"
+            time.sleep(0.01)
+        os.killpg(proc.pid, 0)  # the group still exists for the kernel (the unreaped leader) ...
+        assert not group_watch.group_alive(proc.pid)  # ... but nothing of it runs
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not group_watch.group_alive(proc.pid)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -263,18 +265,18 @@ def test_a_join_given_as_its_token_is_not_echoed():
 
 # ---- reserved env keys (§6)
 
-RESERVED = [
-    "FLODL_INTERNAL_FULL_CLUSTER_JSON",
-    "FLODL_INTERNAL_ANYTHING",
-    "FLODL_INTERNAL_",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL",
-    "FLODL_HOST_NAME",
-    "FDL_ENV",
-]
+CONTRACT = Path(__file__).resolve().parents[4] / "docs" / "launcher-contract.md"
+
+
+def contract_reserved() -> tuple[str, list[str]]:
+    """The reserved prefix and exact keys as the launcher contract's §6 (exact there) lists them."""
+    rule = CONTRACT.read_text().split("* **Reserved env keys**", 1)[1].split("User env is applied", 1)[0]
+    prefix, *exact = re.findall(r"`([A-Z_]+)`", rule)
+    return prefix, exact
+
+
+PREFIX, EXACT = contract_reserved()
+RESERVED = [PREFIX + "FULL_CLUSTER_JSON", PREFIX + "ANYTHING", PREFIX, *EXACT]
 ALLOWED = [
     "LD_LIBRARY_PATH",
     "FLODL_VERBOSITY",
@@ -287,6 +289,10 @@ ALLOWED = [
     "CUDA_VISIBLE_DEVICES_X",
     "MY_FDL_ENV",
 ]
+
+
+def test_the_contract_lists_the_reserved_keys():
+    assert (PREFIX, len(EXACT)) == ("FLODL_INTERNAL_", 7), (PREFIX, EXACT)
 
 
 @pytest.mark.parametrize("key", RESERVED)
