@@ -89,9 +89,10 @@ def test_a_session_that_ignores_its_closed_stdin_is_killed_after_the_release_wai
     assert rc == -9 and copied == b"END\n"
 
 
-def test_alive_tells_a_gone_pid_from_a_live_one():
+def test_its_pid_check_loaded_by_path_tells_a_gone_pid_from_a_live_one():
     gone = subprocess.Popen(["true"])
     gone.wait()
-    assert lock_holder._alive(os.getpid()) is True and lock_holder._alive(gone.pid) is False
+    pid_alive = lock_holder._sibling("sshreuse_watch").pid_alive  # as hold() loads it under -I -S
+    assert pid_alive(os.getpid()) is True and pid_alive(gone.pid) is False
     source = Path(lock_holder.__file__).read_text(encoding="utf-8")
     assert "from ansible" not in source and "import ansible" not in source  # it runs with -I -S
