@@ -143,8 +143,8 @@ def test_a_detached_launch_makes_its_own_connections(installed_collection, clust
     cluster = cluster3
     project = _project(netns_shared_dir / "proj")
     inv = _inventory(cluster, project, tmp_path / "inv.json")
-    proc = _play(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train",
-                                         "-v", "-e", "flodl_launch_detach=true"], run_tmp)
+    argv = ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train", "-v", "-e", "flodl_launch_detach=true"]
+    proc = _play(installed_collection, argv, run_tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ControlPath=" not in proc.stdout  # with -v the plan prints the topology's ssh options
     match = re.search(r"detached run [0-9a-f]{16} started on localhost \(pid \d+\).*?; log: (\S+)", proc.stdout)

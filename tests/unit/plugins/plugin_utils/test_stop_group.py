@@ -41,4 +41,3 @@ def test_what_ignores_sigterm_is_killed_after_the_grace():
         time.sleep(0.05)
     assert not group_alive(proc.pid)  # the child, orphaned and killed, may stay a zombie: gone all the same
     proc.stdout.close()
-
