@@ -11,10 +11,11 @@
 #   scripts/test.sh molecule     the molecule scenarios (extensions/molecule/), 2.19 line
 #   scripts/test.sh ee           the execution environment: image build, then a job in it
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
-#   FLODL_SERIAL=1 scripts/test.sh      one part after the other, each line after the other
-#                                       (by default the integration part runs beside the others,
-#                                       and the two lines of a part at the same time)
-#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (2)
+#   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
+#                                       part run at the same time)
+#   FLODL_PARALLEL_PARTS=1              the integration part beside the unit, lint and molecule parts
+#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (1)
+#   (both opt-in: 13m39s with 2 workers, but two timing/race tests failed that way; see bench/README.md)
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,15 +88,16 @@ integration_part() {
   # Each line's tests in FLODL_INTEGRATION_WORKERS processes (pytest-xdist, a test file per process at a
   # time: a module's shared cluster stays in one process). Much of a test's wall time is waiting on its
   # hosts (handshakes, timeouts, sleeps), so the 2 CPUs are far from busy with one process per line.
-  per_line "integration" run_pytest @LINE@ integration tests/integration -v \
-    -n "${FLODL_INTEGRATION_WORKERS:-2}" --dist loadfile
+  local workers="${FLODL_INTEGRATION_WORKERS:-1}" xdist=()
+  if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadfile); fi
+  per_line "integration" run_pytest @LINE@ integration tests/integration -v "${xdist[@]}"
 }
 
 # The whole suite: the integration part starts first and runs beside the unit, lint and molecule parts
 # (its output is printed whole when it ends); the execution environment comes last, its image build a
 # step of its own, timed apart.
 integration_lane=""
-if [ "$WHAT" = all ] && [ "${FLODL_SERIAL:-}" != 1 ]; then
+if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-}" = 1 ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # A process group of its own (set -m), so that an interrupted suite stops all of it, by that group.
   set -m
