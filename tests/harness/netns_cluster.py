@@ -803,7 +803,14 @@ def _allocate(state_dir: Path) -> int:
     with _lock("alloc.lock"):
         used = _used_octets()
         links = set(os.listdir("/sys/class/net"))
-        for k in SUBNETS:
+        # Round robin from the last one handed out: a subnet just released is the last to be reused, so
+        # a check that a cluster left nothing behind does not see the next cluster's bridge of the same k.
+        cursor = RUN_DIR / "next-subnet"
+        try:
+            start = SUBNETS.index(int(cursor.read_text()))
+        except (OSError, ValueError):
+            start = 0
+        for k in [*SUBNETS[start:], *SUBNETS[:start]]:
             rec = RUN_DIR / f"net{k}.json"
             if rec.exists():
                 try:
@@ -824,6 +831,7 @@ def _allocate(state_dir: Path) -> int:
                 continue
             rec.write_text(json.dumps({"k": k, "state_dir": str(state_dir), "owner_pid": os.getpid(),
                                        "owner_start": _proc_start(os.getpid()), "hosts": []}))
+            cursor.write_text(str(SUBNETS[(SUBNETS.index(k) + 1) % len(SUBNETS)]))
             return k
     raise RuntimeError("no free 192.168.100-199.0/24 left for a netns cluster (see /run/flodl-netns/)")
 

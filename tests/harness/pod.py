@@ -44,13 +44,21 @@ set -e
 echo pod > /proc/sys/kernel/hostname
 {hides}
 set +e
-child= term=
-trap 'term=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+child= term= cut=
+trap 'term=1 cut=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 "$@" <&0 &
 child=$!
 [ -n "$term" ] && kill -TERM "$child" 2>/dev/null
-rc=0
-while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+# A trapped signal cuts a wait short (status > 128) and the child may be reaped meanwhile, so
+# "kill -0" cannot tell if it still runs: wait again, and a repeated wait's 127 means "reported".
+rc=
+while :; do
+  cut=
+  wait "$child"; st=$?
+  [ -n "$rc" ] && [ "$st" -eq 127 ] && break
+  rc=$st
+  [ -n "$cut" ] && [ "$st" -gt 128 ] || break
+done
 exit "$rc"
 """
 

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from awx_job_dir import job_dir
@@ -87,6 +87,22 @@ def _private_data_dir(tmp_path: Path, collection: Collection, cluster: Cluster, 
     cluster.write_inventory(pdd / "inventory" / "hosts.json", group, hv)
     (pdd / "env" / "extravars").write_text(json.dumps(survey, indent=1))
     return pdd
+
+
+def _once_true(check: Callable[[], bool]) -> Callable[[], bool]:
+    """A cancel callback that stays True once it said True, as AWX's cancel flag does.
+
+    ansible-runner calls the callback on every loop turn and keeps only the last answer: a callback
+    that looks at the processes would turn False once the cancel killed them, and the job would end
+    'failed' instead of 'canceled'.
+    """
+    said: list[bool] = []
+
+    def sticky() -> bool:
+        if not said and check():
+            said.append(True)
+        return bool(said)
+    return sticky
 
 
 def _run(pdd: Path, **kwargs):
@@ -276,7 +292,7 @@ def test_cancel_mid_launch_leaves_nothing_running(ctx):
         return True
 
     started = time.monotonic()
-    r = _run(pdd, event_handler=on_event, cancel_callback=cancel)
+    r = _run(pdd, event_handler=on_event, cancel_callback=_once_true(cancel))
     assert canceled_at, "the run ended before the launcher printed a rank line"
     assert r.status == "canceled", r.status
     print(f"cancel after {canceled_at[0] - started:.1f}s; runner returned "
@@ -354,7 +370,7 @@ def test_launcher_on_flodl_launch_host_through_runner(ctx):
         seen["elsewhere"] = all(os.readlink(f"/proc/{pid}/ns/uts") != me for pid in pids)
         return bool(pids)
 
-    r = _run(pdd, event_handler=on_event, cancel_callback=cancel)
+    r = _run(pdd, event_handler=on_event, cancel_callback=_once_true(cancel))
     assert r.status == "canceled", r.status
     assert json.loads(record.read_text()) == "h1"
     assert seen.get("launchers") and seen["elsewhere"], seen
