@@ -13,9 +13,10 @@
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
-#   FLODL_PARALLEL_PARTS=1              the integration part beside the unit, lint and molecule parts
-#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (1)
-#   (both opt-in: 13m39s with 2 workers, but two timing/race tests failed that way; see bench/README.md)
+#   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
+#                                       part runs beside the unit, lint and molecule parts)
+#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (2;
+#                                       1 = no xdist). Figures of each layout: bench/README.md
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -88,7 +89,7 @@ integration_part() {
   # Each line's tests in FLODL_INTEGRATION_WORKERS processes (pytest-xdist, a test file per process at a
   # time: a module's shared cluster stays in one process). Much of a test's wall time is waiting on its
   # hosts (handshakes, timeouts, sleeps), so the 2 CPUs are far from busy with one process per line.
-  local workers="${FLODL_INTEGRATION_WORKERS:-1}" xdist=()
+  local workers="${FLODL_INTEGRATION_WORKERS:-2}" xdist=()
   if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadfile); fi
   per_line "integration" run_pytest @LINE@ integration tests/integration -v "${xdist[@]}"
 }
@@ -97,7 +98,7 @@ integration_part() {
 # (its output is printed whole when it ends); the execution environment comes last, its image build a
 # step of its own, timed apart.
 integration_lane=""
-if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-}" = 1 ]; then
+if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # A process group of its own (set -m), so that an interrupted suite stops all of it, by that group.
   set -m
