@@ -54,6 +54,12 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._events.append(["task", task.get_name(), time.monotonic()])
 
+    def v2_runner_on_ok(self, result):
+        # The collection's tasks that run a command report its own wall time ("seconds"): the work inside the task.
+        seconds = result._result.get("seconds")
+        if isinstance(seconds, (int, float)):
+            self._events.append(["work", result._task.get_name(), float(seconds)])
+
     def v2_playbook_on_stats(self, stats):
         self._events.append(["stats", "", time.monotonic()])
         path = os.environ.get("FLODL_BENCH_TIMES")
@@ -125,6 +131,16 @@ def task_costs(events: list[list], ended: float) -> list[tuple[str, float, float
         nxt = marks[i + 1][2] if i + 1 < len(marks) else ended
         out.append((name, t, nxt - t))
     return out
+
+
+def is_per_host(task_name: str) -> bool:
+    """A task every worker runs (the rest of the collection's tasks run once)."""
+    return WORKER_RESULT in task_name or any(a in task_name for a in ARGSPEC)
+
+
+def work_seconds(events: list[list]) -> dict[str, float]:
+    """Task name -> the wall time of the command it ran, as its result reported it."""
+    return {name: sec for kind, name, sec in events if kind == "work"}
 
 
 def per_host_seconds(costs: list[tuple[str, float, float]]) -> dict[str, float]:

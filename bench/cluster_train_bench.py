@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import (  # noqa: E402
-    FLOOR_PLAY, Workspace, bench_args, per_host_seconds, read_events, run_sizes, task_costs,
+    FLOOR_PLAY, Workspace, bench_args, is_per_host, per_host_seconds, read_events, run_sizes, task_costs, work_seconds,
 )
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
@@ -59,6 +59,8 @@ RECORDER = "import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 
 KINDS = ["raw", "playbook", "no-reuse", "empty", "cargo", "floor"]
 PHASES = ["startup", "validate", "preflight", "prebuild", "launch", "tail"]
 EXTRA = ["prebuild step"]
+CRITERION_B = 0.15  # issue 17: the prebuild and launch phases, each at most this over Ansible's floor for their tasks
+LAUNCH_COMMAND = "Run the launch command"
 
 
 def inventory(cluster: Cluster, project: Path, path: Path, **extra) -> Path:
@@ -133,8 +135,10 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subp
 
 
 def timed_run(argv: list[str], env: dict[str, str], times: Path,
-              cluster: Cluster) -> tuple[float, float, subprocess.CompletedProcess, list[tuple[str, float, float]]]:
-    """A timed playbook that must pass with every rank run: (start, end, the process, its task costs)."""
+              cluster: Cluster) -> tuple[float, float, subprocess.CompletedProcess, list[tuple[str, float, float]],
+                                         dict[str, float]]:
+    """A timed playbook that must pass with every rank run: (start, end, the process, its task costs, the wall
+    time of the commands its tasks ran)."""
     if times.exists():
         times.unlink()
     t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
@@ -145,17 +149,17 @@ def timed_run(argv: list[str], env: dict[str, str], times: Path,
     if missing:
         raise RuntimeError(f"ranks did not run on {missing}")
     events = read_events(times)
-    return t0, end, proc, task_costs(events, next(t for k, _name, t in events if k == "stats"))
+    return t0, end, proc, task_costs(events, next(t for k, _name, t in events if k == "stats")), work_seconds(events)
 
 
 def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
-    t0, end, _proc, costs = timed_run(argv, env, times, cluster)
+    t0, end, _proc, costs, work = timed_run(argv, env, times, cluster)
     starts = {}
     for name, start, _sec in costs:
         key = ("preflight" if "preflight :" in name else "prebuild" if "prebuild :" in name
                else "launch" if "launch :" in name else "validate")
         starts.setdefault(key, start)
-    launch_end = next(s + d for n, s, d in costs if "Run the launch command" in n)
+    launch_end = next(s + d for n, s, d in costs if LAUNCH_COMMAND in n)
     first = costs[0][1]
     phases = {
         "startup": first - t0,
@@ -166,8 +170,12 @@ def timed_playbook(argv: list[str], env: dict[str, str], times: Path, cluster: C
         "tail": end - launch_end,
     }
     phases["prebuild step"] = next(d for n, _s, d in costs if "Build on the build host" in n)
-    return {"total": end - t0, "phases": phases, "per_host": per_host_seconds(costs),
-            "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
+    # Which tasks each phase ran (run once / per host), for its floor; the launch phase ends with its command.
+    shape = {phase: [n for n, st, _d in costs if lo <= st < hi] for phase, lo, hi in (
+        ("prebuild", starts["prebuild"], starts["launch"]), ("launch", starts["launch"], launch_end))}
+    launcher = next(sec for name, sec in work.items() if LAUNCH_COMMAND in name)
+    return {"total": end - t0, "phases": phases, "per_host": per_host_seconds(costs), "shape": shape,
+            "launcher": launcher, "tasks": [(n, round(d, 4)) for n, _s, d in costs]}
 
 
 @dataclass
@@ -277,10 +285,29 @@ def summarize(n: int, reps: int, samples: dict[str, list], steps: int) -> dict:
                 for k in ("playbook", "no-reuse")}
     floor = {k: stat([s[k] for s in samples["floor"]]) for k in ("run-once task", "per-host task")}
     return {"hosts": n, "reps": reps, "variants": steps, "totals": totals, "phases": phases, "per_host": per_host,
-            "floor": floor,
+            "floor": floor, "criterion_b": criterion_b(samples, floor),
             "ratio": totals["playbook"]["median"] / totals["raw"]["median"],
             "ratio_no_reuse": totals["no-reuse"]["median"] / totals["raw"]["median"],
             "tasks": samples["playbook"][-1]["tasks"], "samples": samples}
+
+
+def criterion_b(samples: dict[str, list], floor: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """Issue 17's criterion (b), reuse on: what the prebuild and the launch phase cost over Ansible's floor for the
+    tasks they ran. The floor is the work inside (cargo's no-op; the launch command's own wall time, which the
+    action reports) plus, per task, the floor play's run-once or per-host `debug`."""
+    once, each = floor["run-once task"]["median"], floor["per-host task"]["median"]
+    out = {}
+    for phase in ("prebuild", "launch"):
+        runs = samples["playbook"]
+        names = runs[-1]["shape"][phase]
+        per_host = sum(1 for name in names if is_per_host(name))
+        tasks_floor = (len(names) - per_host) * once + per_host * each
+        work = ([samples["cargo"][i]["total"] for i in range(len(runs))] if phase == "prebuild"
+                else [r["launcher"] for r in runs])
+        over = [r["phases"][phase] - w - tasks_floor for r, w in zip(runs, work)]
+        out[phase] = {"tasks": f"{len(names) - per_host} run-once + {per_host} per-host", "work": stat(work),
+                      "tasks_floor": tasks_floor, "phase": stat([r["phases"][phase] for r in runs]), "over": stat(over)}
+    return out
 
 
 def fmt(s: dict[str, float]) -> str:
@@ -321,6 +348,15 @@ def report(ws: Workspace, rows: list[dict], args: argparse.Namespace) -> None:
         c, f = r["totals"]["cargo"]["median"], r["floor"]
         best = c + f["run-once task"]["median"] + f["per-host task"]["median"]
         print(f"| {r['hosts']} | {fmt(f['run-once task'])} | {fmt(f['per-host task'])} | {best:.2f} | {best / c:.2f}x |")
+    print(f"\ncriterion (b), reuse on: each phase at most {CRITERION_B:.2f} s over Ansible's floor for its tasks "
+          "(the work inside, cargo's no-op or the launch command's own time, plus a floor `debug` per task)")
+    print("| hosts | phase | its tasks | work inside | tasks' floor | phase | over the floor | verdict |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        for phase, c in r["criterion_b"].items():
+            verdict = "PASS" if c["over"]["median"] <= CRITERION_B else "over"
+            print(f"| {r['hosts']} | {phase} | {c['tasks']} | {fmt(c['work'])} | {c['tasks_floor']:.2f} | "
+                  f"{fmt(c['phase'])} | {fmt(c['over'])} | {verdict} |")
     for r in rows:
         print(f"\ntasks of the last cluster_train at {r['hosts']} hosts (seconds each):")
         for name, sec in r["tasks"]:

@@ -159,6 +159,9 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
         shutil.rmtree(shared, ignore_errors=True)
 
 
+CRITERION_A = 1.1
+
+
 def main() -> int:
     args = bench_args(__doc__, "8,16,32")
     reason = require_root()
@@ -181,15 +184,20 @@ def main() -> int:
             print(f"  N={n}: done ({r['median']['playbook']:.2f}s vs {r['median']['ssh']:.2f}s)", file=sys.stderr)
         print(f"{version}; {os.cpu_count()} CPUs; {args.reps} repetitions; medians in seconds")
         print("| hosts | ssh & wait | playbook | ratio | empty play | per-host tasks | ratio without them "
-              "| floor play | best possible ratio (ssh + floor) |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              "| floor play | best possible ratio (ssh + floor) | playbook / (ssh + floor) |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
             m, s = r["median"], r["samples"]
             spread = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in s.items()}
             print(f"| {r['hosts']} | {m['ssh']:.2f} ({spread['ssh']}) | {m['playbook']:.2f} ({spread['playbook']}) "
                   f"| {r['ratio']:.2f}x | {m['empty']:.2f} | {m['per_host']:.2f} ({spread['per_host']}) "
                   f"| {(m['playbook'] - m['per_host']) / m['ssh']:.2f}x | {m['floor']:.2f} ({spread['floor']}) "
-                  f"| {(m['ssh'] + m['floor']) / m['ssh']:.2f}x |")
+                  f"| {(m['ssh'] + m['floor']) / m['ssh']:.2f}x | {m['playbook'] / (m['ssh'] + m['floor']):.2f}x |")
+        for r in rows:  # issue 17's criterion (a): within 1.1x of plain parallel ssh plus Ansible's floor play
+            m = r["median"]
+            verdict = m["playbook"] / (m["ssh"] + m["floor"])
+            print(f"criterion (a), preflight at {r['hosts']} hosts: {verdict:.2f}x of ssh + floor, limit "
+                  f"{CRITERION_A:.2f}x (set at 32 hosts): {'PASS' if verdict <= CRITERION_A else 'over'}")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"ansible": version, "cpus": os.cpu_count(), "rows": rows}, indent=2))

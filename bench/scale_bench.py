@@ -85,7 +85,7 @@ def buckets(costs: list[tuple[str, float, float]]) -> dict[str, float]:
 
 def timed_train(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster) -> dict:
     before = accepted(cluster)
-    t0, end, proc, costs = timed_run(argv, env, times, cluster)
+    t0, end, proc, costs, _work = timed_run(argv, env, times, cluster)
     after = accepted(cluster)
     logins = sorted({after[h] - before[h] for h in after})
     total_lines, own = own_lines(proc.stdout + proc.stderr)

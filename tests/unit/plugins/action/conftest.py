@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,14 +177,8 @@ exec /bin/sh -c "$3"
 
 
 @pytest.fixture
-def ssh_log(tmp_path, monkeypatch) -> Path:
+def ssh_log(stand_in_on_path, monkeypatch) -> Path:
     """The stand-in ssh on PATH; the file its calls are logged to (absent: no ssh was run)."""
-    tools = tmp_path / "stand-in-bin"
-    tools.mkdir()
-    (tools / "ssh").write_text(STAND_IN_SSH, encoding="utf-8")
-    (tools / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
     for name in ("FAKE_SSH", "FAKE_SSH_DOWN", "FAKE_SSH_NOPKILL"):
         monkeypatch.delenv(name, raising=False)
-    return tmp_path / "ssh.log"
+    return stand_in_on_path("ssh", STAND_IN_SSH)

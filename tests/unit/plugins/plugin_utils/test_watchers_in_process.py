@@ -26,15 +26,8 @@ exit 255
 
 
 @pytest.fixture
-def fake_ssh(tmp_path, monkeypatch) -> Path:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "ssh").write_text(FAKE_SSH, encoding="utf-8")
-    (tools / "ssh").chmod(0o755)
-    log = tmp_path / "ssh.log"
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    monkeypatch.setenv("SSH_LOG", str(log))
-    return log
+def fake_ssh(stand_in_on_path) -> Path:
+    return stand_in_on_path("ssh", FAKE_SSH)
 
 
 def control_dir(tmp_path: Path, *socks: str) -> Path:
