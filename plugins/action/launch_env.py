@@ -31,7 +31,8 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     var,
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import launch_host_facts
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 
 display = Display()
 
@@ -52,7 +53,7 @@ class ActionModule(ActionBase):
             "log_dir": {"type": "str"}, "show_plan": {"type": "bool", "default": True},
             "launch_host": {"type": "str", "default": "localhost"},
         })
-        preflight = args["preflight"] or var(task_vars, self._templar, launch_io.PREFLIGHT_RESULT_VAR)
+        preflight = args["preflight"] or registered(task_vars, launch_io.PREFLIGHT_RESULT_VAR)
         guard = le.recursion_guard(os.environ)
         # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
         reuse_dir = sshreuse_io.masters_for_launch(self, task_vars, preflight, guard is not None)
@@ -84,9 +85,9 @@ class ActionModule(ActionBase):
             if swept:
                 display.display("flodl launch: counted GPUs over ssh (no preflight result in this play)")
             envelope_text, envelope_source = launch_io.read_envelope(
-                ctx, args["prebuild_envelope"], var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
+                ctx, args["prebuild_envelope"], registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
         remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
-        host_user = controller_user(os.environ, run_for_output)
+        host_user = controller_user(os.environ, effective_user)
         if remote is not None:
             try:
                 host_user = launch_ssh(self, task_vars, remote).get("user") or host_user

@@ -11,7 +11,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import 
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import stop_detached
 
 display = Display()
@@ -34,7 +35,7 @@ class ActionModule(ActionBase):
             return fail_result(result, exc.problems)
         result.update(run_handoff.fields(ctx, with_model=False))
         per_host, targets, source = orphans.targets_of(
-            ctx, args["prebuild_envelope"], var(task_vars, self._templar, launch_io.PREBUILD_RESULT_VAR))
+            ctx, args["prebuild_envelope"], registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
         if self._task.check_mode:
             per_host.update({ctx.inventory_names[h]: entry("ok", f"would stop processes of {b}", bin=b)
                              for h, (_w, b) in targets.items()})

@@ -20,7 +20,6 @@ same message.
 from __future__ import annotations
 
 import os
-import pwd
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
@@ -33,6 +32,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safety import defaul
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
     RunContext,
     as_bool,
@@ -64,14 +64,6 @@ def planned_envelope(ctx: RunContext) -> str | None:
     return envelope_json(envelope) if envelope else None
 
 
-def _effective_user(_argv: list[str]) -> str | None:
-    """What ``whoami`` prints, without a process: the check before contact starts none."""
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return None
-
-
 def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> list[str]:
     """Each variable (or the whole environment) the launch would be refused for, as text; [] when it fits."""
     if "launch" not in phases or le.recursion_guard(os.environ) is not None:
@@ -86,7 +78,7 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
     testing = as_bool(var(task_vars, templar, "flodl_testing_cluster", True)) is not False
     container_root = str(var(task_vars, templar, "flodl_launch_container_root", lc.CONTAINER_ROOT))
     inputs = launch_io.launch_inputs(
-        ctx, gpu_counts=one_rank_each(ctx), host_user=controller_user(os.environ, _effective_user),
+        ctx, gpu_counts=one_rank_each(ctx), host_user=controller_user(os.environ, effective_user),
         docker_service=docker_service, container_root=container_root, envelope_text=planned_envelope(ctx),
         testing=testing, guarded=False, ssh_reuse_dir=sshreuse_io.expected_dir() if reuse else None,
         local_counts=(1, 0))

@@ -22,8 +22,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import cleanup_budget, render_plan
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, read_run, var
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output, run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user, run_parallel
 
 
 def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str, Any], dict[str, tuple[Mapping[str, Any], str]], str | None]:
@@ -61,9 +62,8 @@ def watcher_cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[lis
     """
     try:
         ctx = read_run(action, task_vars, ["teardown"])
-        _skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar,
-                                                               launch_io.PREBUILD_RESULT_VAR))
-        return list(cleanup_argvs(ctx, targets, controller_user(os.environ, run_for_output)).values())
+        _skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
+        return list(cleanup_argvs(ctx, targets, controller_user(os.environ, effective_user)).values())
     except Exception:  # noqa: BLE001  (the launch must not fail for its safety net)
         return []
 
@@ -71,7 +71,7 @@ def watcher_cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[lis
 def stop_orphans(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any], str]],
                  timeout: float) -> tuple[dict[str, Any], list[str]]:
     """One parallel ssh per target host (the launcher's argv); (per_host entries, warnings)."""
-    jobs = cleanup_argvs(ctx, targets, controller_user(os.environ, run_for_output))
+    jobs = cleanup_argvs(ctx, targets, controller_user(os.environ, effective_user))
     per_host: dict[str, Any] = {}
     warnings: list[str] = []
     for host, res in run_parallel(jobs, timeout=timeout).items():
@@ -89,7 +89,7 @@ def launch_host_plan(action: Any, task_vars: Mapping[str, Any], host_user: str |
     environment's host user, the one the launcher there logs in as.
     """
     ctx = read_run(action, task_vars, ["teardown"])
-    _skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar, launch_io.PREBUILD_RESULT_VAR))
+    _skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
     return render_plan(cleanup_argvs(ctx, targets, host_user), cleanup_budget(ctx.connect_timeout))
 
 
@@ -101,7 +101,7 @@ def after_interrupt(action: Any, task_vars: Mapping[str, Any], timeout: float,
     """
     try:
         ctx = read_run(action, task_vars, ["teardown"])
-        skipped, targets, _source = targets_of(ctx, None, var(task_vars, action._templar, launch_io.PREBUILD_RESULT_VAR))
+        skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
         per_host, warnings = stop_orphans(ctx, targets, timeout)
     except Exception as exc:  # noqa: BLE001
         return f"could not run ({type(exc).__name__}: {exc}); run flodl.cluster.teardown"

@@ -8,6 +8,8 @@ action plugins); modules use AnsibleModule.run_command instead.
 """
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import threading
 import time
@@ -15,6 +17,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+
+def effective_user(_argv: list[str]) -> str | None:
+    """What ``whoami`` prints, without a process (a ``module_utils.identity`` runner for ``controller_user``)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return None
 
 
 def run_for_output(argv: list[str]) -> str | None:

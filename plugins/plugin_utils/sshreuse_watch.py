@@ -13,15 +13,90 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import time
 
 POLL_SECONDS = 0.5
+# OpenSSH's multiplexing protocol (PROTOCOL.mux), what `ssh -O exit` sends: a hello each way, then a
+# terminate request the master answers with OK before it exits. Spoken here, it costs a socket per
+# master instead of an ssh process per master (0.09 s at 32 workers); a master that does not answer
+# so gets `ssh -O exit`.
+MUX_MSG_HELLO = 0x00000001
+MUX_C_TERMINATE = 0x10000005
+MUX_S_OK = 0x80000001
+MUX_VERSION = 4
+MUX_MAX_FRAME = 256 * 1024
+MUX_SECONDS = 2.0  # for the requests; a master still silent then gets ssh -O exit
+
+
+class _Closed(OSError):
+    """The master closed the connection."""
+
+
+def _frame(*words: int) -> bytes:
+    payload = struct.pack(f">{len(words)}I", *words)
+    return struct.pack(">I", len(payload)) + payload
+
+
+def _read_frame(conn: socket.socket) -> bytes:
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = conn.recv(size - len(data))
+            if not chunk:
+                raise _Closed("the master closed the connection")
+            data += chunk
+        return data
+    (size,) = struct.unpack(">I", exactly(4))
+    if not 8 <= size <= MUX_MAX_FRAME:
+        raise OSError(f"not a mux frame ({size} bytes)")
+    return exactly(size)
+
+
+def _said_done(conn: socket.socket) -> bool:
+    """Read the master's hello, then its answer to the terminate request."""
+    if struct.unpack(">I", _read_frame(conn)[:4])[0] != MUX_MSG_HELLO:
+        return False
+    try:
+        reply = _read_frame(conn)
+    except (_Closed, ConnectionResetError):
+        return True  # the master exited before its answer, which ssh -O exit takes as done too
+    kind, request = struct.unpack(">II", reply[:8])
+    return kind == MUX_S_OK and request == 1
+
+
+def terminate_masters(sock_paths: list[str], deadline: float) -> set[str]:
+    """Ask every master to exit, as ``ssh -O exit`` does, all requests sent before any answer is read (a
+    master reads them in order); the sockets whose master said OK."""
+    sent: list[tuple[str, socket.socket]] = []
+    for path in sock_paths:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            conn.connect(path)
+            conn.sendall(_frame(MUX_MSG_HELLO, MUX_VERSION) + _frame(MUX_C_TERMINATE, 1))
+        except OSError:
+            conn.close()
+            continue
+        sent.append((path, conn))
+    done = set()
+    for path, conn in sent:
+        with conn:
+            try:
+                conn.settimeout(max(0.01, deadline - time.monotonic()))
+                if _said_done(conn):
+                    done.add(path)
+            except (OSError, struct.error):
+                continue
+    return done
 
 
 def close_masters_in(control_dir: str | None, prefix: str, timeout: float = 10.0) -> int:
-    """``ssh -O exit`` every master whose socket is in the run's directory, then remove it; the count closed.
+    """Close every master whose socket is in the run's directory (``ssh -O exit``'s request), then remove it; the
+    count closed.
 
     Only a directory named with ``prefix`` (one this collection made) is touched. ``timeout`` bounds the whole
     wait, however many masters there are.
@@ -30,16 +105,19 @@ def close_masters_in(control_dir: str | None, prefix: str, timeout: float = 10.0
             control_dir.rstrip("/")).startswith(prefix):
         return 0
     procs = []
-    for name in sorted(os.listdir(control_dir)):
-        sock = os.path.join(control_dir, name)
+    deadline = time.monotonic() + timeout  # one wait for all of them, not one per master
+    socks = [os.path.join(control_dir, name) for name in sorted(os.listdir(control_dir))]
+    done = terminate_masters(socks, min(deadline, time.monotonic() + MUX_SECONDS))
+    closed = len(done)
+    for sock in socks:
+        if sock in done:
+            continue
         try:
             procs.append(subprocess.Popen(
                 ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "flodl-master"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         except OSError:
             continue
-    closed = 0
-    deadline = time.monotonic() + timeout  # one wait for all of them, not one per master
     for proc in procs:
         try:
             closed += proc.wait(timeout=max(0.0, deadline - time.monotonic())) == 0

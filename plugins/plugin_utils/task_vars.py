@@ -38,6 +38,18 @@ def var(task_vars: Mapping[str, Any], templar: Any, name: str, default: Any = No
     return plain(value)
 
 
+def registered(task_vars: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A result one of this collection's tasks registered, as plain Python values, not templated.
+
+    Ansible marks registered results untrusted, so templating finds nothing to render in them; it only
+    walks them (20-30 ms for the prebuild result at 32 workers, once per read). What Ansible added to the
+    result as its own objects (2.19's warning summaries) reads as None: no reader here looks at them.
+    """
+    if name not in task_vars:
+        return default
+    return json.loads(json.dumps(task_vars[name], default=lambda _obj: None))
+
+
 def as_bool(value: Any) -> bool | None:
     """Ansible's boolean rules (survey and ``-e`` values arrive as text); None when not a boolean."""
     return parse_bool(value)
