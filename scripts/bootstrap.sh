@@ -78,11 +78,21 @@ make_venv() {
 # molecule; plus the `ansible` package for awx.awx, so ansible-lint checks the
 # arguments of examples/awx/configure.yml against the real modules.
 # galaxy-importer caps ansible-lint, so keep the two ranges aligned.
+# The two venvs at the same time: pip spends much of its time downloading and unpacking.
 make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-lint>=25,<27' \
   'ansible-builder>=3.1,<4' 'galaxy-importer>=0.4.30,<0.5' \
   'antsibull-docs>=2.16,<3' 'antsibull-changelog>=0.30,<1' \
-  'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13'
-make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3'
+  'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13' &
+venv_219=$!
+make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3' &
+venv_221=$!
+venvs_ok=true
+wait "$venv_219" || venvs_ok=false
+wait "$venv_221" || venvs_ok=false
+if [ "$venvs_ok" != true ]; then
+  echo "bootstrap: a venv could not be built (see above); run scripts/bootstrap.sh again once that is fixed" >&2
+  exit 1
+fi
 core_version() { # $1 = venv name; not `ansible --version | head -1`: head closing the pipe makes ansible print a traceback
   "$VENV_DIR/$1/bin/python" -c 'from ansible.release import __version__; print(__version__)'
 }
