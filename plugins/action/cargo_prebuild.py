@@ -13,6 +13,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils.build_runner import ARGUMENT_SPEC, DEFAULT_BUILD_TIMEOUT, build
 from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_summary
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
@@ -33,11 +34,19 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
+        if "workers" in self._task.args:  # a hand-written call: the module alone
+            result = super().run(tmp, task_vars)
+            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args,
+                                               task_vars=task_vars or {}))
+            return result
+        result = self._prebuild(tmp, task_vars)
+        if not result.get("failed") and not result.get("skipped"):  # the job artifact (module_utils.job_artifacts)
+            result["ansible_stats"] = job_artifacts.prebuild(result)
+        return result
+
+    def _prebuild(self, tmp, task_vars):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        if "workers" in self._task.args:  # a hand-written call: the module alone
-            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
-            return result
 
         try:
             # The build reaches no worker: their connections are the preflight's and the launch's business.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
@@ -36,6 +37,12 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
+        result = self._check(tmp, task_vars)
+        if not result.get("failed"):  # the job artifact, without a set_stats task (module_utils.job_artifacts)
+            result["ansible_stats"] = job_artifacts.preflight(result)
+        return result
+
+    def _check(self, tmp, task_vars):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _spec, args = self.validate_argument_spec(

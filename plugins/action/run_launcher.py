@@ -12,6 +12,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_watch
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
@@ -47,10 +48,13 @@ class ActionModule(ActionBase):
             "timeout": {"type": "float", "default": 0}, "output_batch_seconds": {"type": "float", "default": 2.0},
         })
         try:
-            return self._run(result, args, task_vars or {})
+            result = self._run(result, args, task_vars or {})
         finally:
             # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
             sshreuse_io.close_masters(args["ssh_control_dir"])
+        if not result.get("failed") and not self._task.check_mode:  # the job artifact (module_utils.job_artifacts)
+            result["ansible_stats"] = job_artifacts.launch(args["command"], result)
+        return result
 
     def _run(self, result, args, task_vars):
         command, chdir = args["command"], args["chdir"]

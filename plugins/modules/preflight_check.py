@@ -198,4 +198,8 @@ run_model_use:
   returned: when the run was read
   type: dict
   sample: {source: flodl_preflight_run, validations: 0, connections_resolved: 0}
+ansible_stats:
+  description: The job artifact C(flodl_preflight), this result, in the shape of M(ansible.builtin.set_stats)' result, which Ansible publishes as custom stats (AWX artifacts), so the role runs no set_stats task after a step that passes.
+  returned: when the step passes
+  type: dict
 """

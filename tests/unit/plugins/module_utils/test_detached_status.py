@@ -1,6 +1,7 @@
 """A detached run records its exit code; status turns it into a verdict (run with the real /bin/sh)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +19,18 @@ def start(tmp_path, command: str) -> tuple[int, str]:
                           timeout=10, check=True)
     pid = dt.parse_pid(proc.stdout.decode())
     assert pid is not None
+    # The pid is printed before the child has run setsid: until then, its session (what stop signals) is not there.
+    deadline = time.monotonic() + 10
+    while _pgid(pid) not in (pid, None) and time.monotonic() < deadline:
+        time.sleep(0.005)
     return pid, log
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None  # already ended (a short command)
 
 
 def status(pid: int, log: str) -> str:
