@@ -199,7 +199,9 @@ run_model_use:
   type: dict
   sample: {source: flodl_preflight_run, validations: 0, connections_resolved: 0}
 ansible_stats:
-  description: The job artifact C(flodl_preflight), this result, in the shape of M(ansible.builtin.set_stats)' result, which Ansible publishes as custom stats (AWX artifacts), so the role runs no set_stats task after a step that passes.
+  description: >-
+    The job artifact C(flodl_preflight), this result, in the shape of M(ansible.builtin.set_stats)' result,
+    which Ansible publishes as custom stats (AWX artifacts): no set_stats task runs after a step that passes.
   returned: when the step passes
   type: dict
 """

@@ -124,7 +124,9 @@ interrupted:
   returned: when interrupted
   type: str
 ansible_stats:
-  description: The job artifact C(flodl_launch) (command, rc, log_file, run_id, failed) in the shape of M(ansible.builtin.set_stats)' result, which Ansible publishes as custom stats (AWX artifacts), so the role runs no set_stats task after a step that passes.
+  description: >-
+    The job artifact C(flodl_launch) (command, rc, log_file, run_id, failed) in the shape of M(ansible.builtin.set_stats)' result,
+    which Ansible publishes as custom stats (AWX artifacts): no set_stats task runs after a step that passes.
   returned: when the step passes
   type: dict
 """
