@@ -26,7 +26,7 @@ def stats(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def preflight(result: Mapping[str, Any]) -> dict[str, Any]:
     """The whole preflight result, as its role registers it."""
-    return stats(PREFLIGHT, {k: v for k, v in result.items() if k != "ansible_stats"})
+    return stats(PREFLIGHT, result)
 
 
 def prebuild(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,13 @@ def cleanup_argvs(ctx: RunContext, targets: Mapping[str, tuple[Mapping[str, Any]
             for h, (w, b) in targets.items()}
 
 
+def _play_targets(action: Any, task_vars: Mapping[str, Any]) -> tuple[RunContext, dict[str, Any], dict[str, Any]]:
+    """The run, and the workers to clean after the launch: (run, skipped entries, targets), from this play's build."""
+    ctx = read_run(action, task_vars, ["teardown"])
+    skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
+    return ctx, skipped, targets
+
+
 def watcher_cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[list[str]]:
     """The cleanup ssh of every remote worker of the play, computed before the launch starts.
 
@@ -61,8 +68,7 @@ def watcher_cleanup_argvs(action: Any, task_vars: Mapping[str, Any]) -> list[lis
     Empty when the run cannot be read: the launch itself then reports why.
     """
     try:
-        ctx = read_run(action, task_vars, ["teardown"])
-        _skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
+        ctx, _skipped, targets = _play_targets(action, task_vars)
         return list(cleanup_argvs(ctx, targets, controller_user(os.environ, effective_user)).values())
     except Exception:  # noqa: BLE001  (the launch must not fail for its safety net)
         return []
@@ -88,8 +94,7 @@ def launch_host_plan(action: Any, task_vars: Mapping[str, Any], host_user: str |
     The same hosts, ssh and script as :func:`after_interrupt`; ``host_user`` is the launch
     environment's host user, the one the launcher there logs in as.
     """
-    ctx = read_run(action, task_vars, ["teardown"])
-    _skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
+    ctx, _skipped, targets = _play_targets(action, task_vars)
     return render_plan(cleanup_argvs(ctx, targets, host_user), cleanup_budget(ctx.connect_timeout))
 
 
@@ -100,8 +105,7 @@ def after_interrupt(action: Any, task_vars: Mapping[str, Any], timeout: float,
     Never raises: a failed cleanup must not hide the interrupt that called it.
     """
     try:
-        ctx = read_run(action, task_vars, ["teardown"])
-        skipped, targets, _source = targets_of(ctx, None, registered(task_vars, launch_io.PREBUILD_RESULT_VAR))
+        ctx, skipped, targets = _play_targets(action, task_vars)
         per_host, warnings = stop_orphans(ctx, targets, timeout)
     except Exception as exc:  # noqa: BLE001
         return f"could not run ({type(exc).__name__}: {exc}); run flodl.cluster.teardown"
