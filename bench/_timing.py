@@ -91,6 +91,33 @@ FLOOR_PLAY = """\
       run_once: true
 """
 
+# The same, plus a role of one run-once `debug`, imported as the collection's playbooks import their roles: at a
+# role's end Ansible runs an implicit `role_complete` meta task for every host (the variables of each host are
+# computed for it), which no `debug` pays. "floor role task" minus "floor run-once task" is that role end.
+FLOOR_ROLE_PLAY = FLOOR_PLAY.replace("""    - name: floor end
+""", """    - name: floor role
+      ansible.builtin.import_role:
+        name: flodl_bench_floor
+    - name: floor end
+""")
+FLOOR_ROLE_TASKS = """\
+- name: floor role task
+  ansible.builtin.debug: {msg: x}
+  run_once: true
+  delegate_to: localhost
+"""
+
+
+def write_floor_play(work: Path, with_role: bool = False) -> Path:
+    """The floor play under ``work`` (with its one-task role next to it when ``with_role``); its path."""
+    play = work / ("floor-role.yml" if with_role else "floor.yml")
+    play.write_text(FLOOR_ROLE_PLAY if with_role else FLOOR_PLAY)
+    if with_role:
+        tasks = work / "roles" / "flodl_bench_floor" / "tasks"
+        tasks.mkdir(parents=True, exist_ok=True)
+        (tasks / "main.yml").write_text(FLOOR_ROLE_TASKS)
+    return play
+
 
 def bench_args(doc: str, default_sizes: str) -> argparse.Namespace:
     """The options every bench takes (its first docstring paragraph is the description)."""

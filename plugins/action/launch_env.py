@@ -9,8 +9,8 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import LAUNCH_ENV, without_blanks
 from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
-from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
@@ -47,12 +47,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, args = self.validate_argument_spec(argument_spec={
-            "preflight": {"type": "raw"}, "prebuild_envelope": {"type": "raw"}, "launch_docker": {"type": "raw"},
-            "testing_cluster": {"type": "bool"}, "container_root": {"type": "str", "default": lc.CONTAINER_ROOT},
-            "log_dir": {"type": "str"}, "show_plan": {"type": "bool", "default": True},
-            "launch_host": {"type": "str", "default": "localhost"},
-        })
+        self._task.args = without_blanks(self._task.args, LAUNCH_ENV)
+        _spec, args = self.validate_argument_spec(**LAUNCH_ENV)
         preflight = args["preflight"] or registered(task_vars, launch_io.PREFLIGHT_RESULT_VAR)
         guard = le.recursion_guard(os.environ)
         # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).

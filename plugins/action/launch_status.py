@@ -9,6 +9,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import LAUNCH_STATUS
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
@@ -22,9 +23,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import f
 
 display = Display()
 POLL_SECONDS = 5.0
-STATUS_ARGS = {
-    "run_id": {"type": "str"}, "lines": {"type": "int", "default": 20}, "wait_seconds": {"type": "float", "default": 0},
-}
 
 
 class ActionModule(ActionBase):
@@ -37,7 +35,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, args = self.validate_argument_spec(argument_spec=STATUS_ARGS)
+        _spec, args = self.validate_argument_spec(**LAUNCH_STATUS)
         try:
             ctx = read_run(self, task_vars, ["teardown"])
         except TopologyError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PREFLIGHT_CHECK
 from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
@@ -18,7 +19,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_preche
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    PHASES,
     WORKERS_GROUP,
     fail_result,
     launch_host_of,
@@ -45,14 +45,7 @@ class ActionModule(ActionBase):
     def _check(self, tmp, task_vars):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, args = self.validate_argument_spec(
-            argument_spec={
-                "phases": {"type": "list", "elements": "str", "choices": list(PHASES), "default": ["preflight"]},
-                "build_arch": {"type": "str"},
-                "timeout": {"type": "float", "default": 30.0},
-                "max_parallel": {"type": "int", "default": 64},
-            }
-        )
+        _spec, args = self.validate_argument_spec(**PREFLIGHT_CHECK)
         phases = sorted(set(args["phases"]) | {"preflight"})
         try:
             ctx = read_run(self, task_vars, phases)

@@ -12,19 +12,21 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import RUN_LAUNCHER, without_blanks
 from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_watch
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
+from ansible_collections.flodl.cluster.plugins.module_utils.prepared_launch import prepared_args
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
-from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,
     signal_name,
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 
 display = Display()
 ORPHAN_CLEANUP_TIMEOUT = 30.0
@@ -39,16 +41,19 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _spec, args = self.validate_argument_spec(argument_spec={
-            "command": {"type": "str", "required": True}, "chdir": {"type": "path", "required": True},
-            "env": {"type": "dict", "default": {}}, "log_dir": {"type": "path"},
-            "grace_seconds": {"type": "float", "default": 10.0}, "shell": {"type": "str", "default": "/bin/sh"},
-            "launch_host": {"type": "str", "default": "localhost"}, "detach": {"type": "bool", "default": False},
-            "ssh_control_dir": {"type": "path"},
-            "timeout": {"type": "float", "default": 0}, "output_batch_seconds": {"type": "float", "default": 2.0},
-        })
+        task_vars = task_vars or {}
+        self._task.args = without_blanks(self._task.args, RUN_LAUNCHER)
+        _spec, args = self.validate_argument_spec(**RUN_LAUNCHER)
+        if args["prepared_var"]:
+            args, refused = prepared_args(args, args["prepared_var"], registered(task_vars, args["prepared_var"]))
+        else:
+            refused = None
+        if refused:
+            sshreuse_io.close_masters(args["ssh_control_dir"])
+            result.update(failed=True, msg=refused)
+            return result
         try:
-            result = self._run(result, args, task_vars or {})
+            result = self._run(result, args, task_vars)
         finally:
             # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
             sshreuse_io.close_masters(args["ssh_control_dir"])
@@ -67,6 +72,8 @@ class ActionModule(ActionBase):
             result.update(changed=False, msg=msg)
             return result
         if args["detach"]:
+            # Imported here: ansible-playbook loads this file before every launch, and most launches run attached.
+            from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
             return start_detached(self, task_vars, result, args, log_dir)
         remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
         if remote is None and not os.path.isdir(chdir):

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import TOPOLOGY
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import ordered_cluster
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import PHASES, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
@@ -24,17 +25,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(
-            argument_spec={
-                "phases": {
-                    "type": "list",
-                    "elements": "str",
-                    "choices": list(PHASES),
-                    "default": ["preflight", "prebuild", "launch"],
-                },
-                "lock": {"type": "bool", "default": False},
-            }
-        )
+        _spec, args = self.validate_argument_spec(**TOPOLOGY)
         task_vars = task_vars or {}
         try:
             ctx = read_run(self, task_vars, args["phases"])

@@ -189,7 +189,11 @@ class GroupWatch:
             self._send("c" + json.dumps([str(a) for a in argv]))
 
     def done(self) -> None:
-        """The starter returns normally: the watcher exits without touching anything."""
+        """The starter returns normally: the watcher exits without touching anything.
+
+        Not waited for: it reads ``done`` before the lifeline's end, so it exits on its own whenever that is
+        (a step shorter than the watcher's own start-up would otherwise wait for it); a daemon thread reaps it.
+        """
         self._send("done")
         with self._lock:
             self._closed = True
@@ -198,10 +202,7 @@ class GroupWatch:
                     self.proc.stdin.close()
                 except OSError:
                     pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass  # it exits on its own; never hold the run for it
+        threading.Thread(target=self.proc.wait, name="flodl-group-watch-reaper", daemon=True).start()
 
 
 def group_alive(pgid: int) -> bool:

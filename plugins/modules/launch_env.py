@@ -44,6 +44,7 @@ description:
   - Prints the plan. Without C(-v), a summary (command, cwd, log, each variable with its value or its size, one line
     per worker); with C(-v) also the decoded topology, the envelope and the overlay. In check mode the plan shows
     every value in full and nothing is written.
+  - A blank string given for an option means the option's default (AWX survey answers are strings, blank ones too).
 options:
   preflight:
     description: The preflight result; defaults to the registered C(flodl_preflight_run). Its C(hosts.<host>.gpus) are used.
@@ -76,9 +77,10 @@ options:
     type: str
     default: /workspace
   log_dir:
-    description: Directory for launch logs (returned for M(flodl.cluster.run_launcher)).
+    description:
+      - Directory for launch logs (returned for M(flodl.cluster.run_launcher)).
+      - When unset, C(target/cluster/logs) under the project root.
     type: str
-    default: <project root>/target/cluster/logs
   show_plan:
     description: Print the launch plan.
     type: bool

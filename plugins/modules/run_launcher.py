@@ -19,23 +19,35 @@ description:
   - The command runs in its own session. Ctrl-C (SIGINT), SIGTERM (an AWX cancel) or SIGHUP sends SIGTERM to its
     whole process group, waits O(grace_seconds), then sends SIGKILL to whatever is left.
   - In check mode nothing runs.
+  - A blank string given for an option means the option is left out, so its default applies (AWX survey answers
+    are strings, blank ones too).
 options:
   command:
-    description: Shell command line to run.
+    description:
+      - Shell command line to run.
+      - Required, with O(chdir), unless O(prepared_var) is given.
     type: str
-    required: true
   chdir:
     description: Working directory on the controller.
     type: path
-    required: true
   env:
     description: Variables added to (and overriding) the controller environment.
     type: dict
     default: {}
+  prepared_var:
+    description:
+      - Name of a variable that holds the registered result of M(flodl.cluster.launch_env). The command, its
+        directory, its environment, O(log_dir) and O(ssh_control_dir) are taken from it, read as registered.
+        Nothing is templated between the two steps, so the launch gets exactly the bytes launch_env measured.
+      - Mutually exclusive with O(command), O(chdir) and O(env). An explicit O(log_dir) or O(ssh_control_dir) wins.
+      - The task fails, and starts nothing, when that result failed or was skipped.
+    type: str
+    version_added: "0.2.0"
   log_dir:
-    description: Where the log file goes.
+    description:
+      - Where the log file goes.
+      - When unset, C(target/cluster/logs) under O(chdir).
     type: path
-    default: <chdir>/target/cluster/logs
   grace_seconds:
     description: Seconds between SIGTERM and SIGKILL when the run is interrupted.
     type: float
@@ -94,11 +106,23 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Run the training command
+- name: Prepare the launcher environment
+  flodl.cluster.launch_env:
+  run_once: true
+  register: flodl_launch
+
+- name: Run the training command flodl.cluster.launch_env prepared
   flodl.cluster.run_launcher:
-    command: "{{ flodl_launch.command }}"
+    prepared_var: flodl_launch
+    timeout: 3600
+  run_once: true
+
+- name: Run a command of your own with the prepared environment
+  flodl.cluster.run_launcher:
+    command: "{{ flodl_launch.command }} --resume"
     chdir: "{{ flodl_launch.cwd }}"
     env: "{{ flodl_launch.env }}"
+  run_once: true
 """
 
 RETURN = r"""

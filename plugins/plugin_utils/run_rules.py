@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
+from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PHASES
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import target_subdir
 from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, run_level, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
@@ -24,7 +25,6 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safety import defaul
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import var
 
 WORKERS_GROUP = "flodl_workers"
-PHASES = ("preflight", "prebuild", "launch", "teardown")
 # The role whose meta/argument_specs.yml covers a phase's variables (teardown has no role).
 PHASE_ROLES = {"preflight": "preflight", "prebuild": "prebuild", "launch": "launch"}
 _ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"

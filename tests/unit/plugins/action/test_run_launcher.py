@@ -23,3 +23,9 @@ def test_the_local_launch_gets_its_variables_and_a_log(case, run, no_ssh, tmp_pa
     assert watcher[0] == sys.executable and watcher[5] == "flodl-group-watch" and command[0] == "/bin/sh"
     log = (tmp_path / "logs" / result["log_file"].rsplit("/", 1)[-1]).read_text()
     assert "launched with 42" in log and result["log_file"].startswith(str(tmp_path / "logs"))
+
+
+def test_a_prepared_launch_that_did_not_pass_or_is_missing_starts_nothing(case, run, no_processes):
+    for name in ("prepared_failed", "prepared_missing"):
+        assert run(case(name))["failed"] is True
+    assert no_processes == []
