@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import FLOOR_PLAY, ansible_env, bench_args, per_host_seconds, read_events, task_costs  # noqa: E402
+from _timing import ansible_env, bench_args, per_host_seconds, read_events, task_costs, write_floor_play  # noqa: E402
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
 
 
@@ -120,8 +120,7 @@ def bench_size(n: int, reps: int, playbook_bin: str, env: dict[str, str], work: 
         empty = work / "empty.yml"
         empty.write_text("- name: Nothing\n  hosts: localhost\n  gather_facts: false\n  tasks: []\n")
         # Ansible's floor for this play shape: start-up, one run-once task, one per-host task (a `debug` each).
-        floor = work / "floor.yml"
-        floor.write_text(FLOOR_PLAY)
+        floor = write_floor_play(work)
         play = [playbook_bin, "flodl.cluster.preflight", "-i", str(inv)]
         # one untimed round each: page cache, Python bytecode
         _time(["sh", str(script)])
