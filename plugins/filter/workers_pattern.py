@@ -18,33 +18,46 @@ from ansible.errors import AnsibleFilterError
 WORKERS_GROUP = "flodl_workers"
 STEP_PLUGINS = ("topology", "preflight_check", "cargo_prebuild", "launch_env", "run_launcher", "orphan_cleanup",
                 "worker_result", "launch_status")
-_loaded: list[str] = []
+_loaded: set[str] = set()
+_jinja_looked_up: list[bool] = []
 
 
-def load_steps() -> list[str]:
-    """Import every step's action plugin once in this process; the names imported (also on later calls)."""
-    if not _loaded:
-        for name in STEP_PLUGINS:
-            try:
-                importlib.import_module(f"ansible_collections.flodl.cluster.plugins.action.{name}")
-            except Exception:  # noqa: BLE001  (the task that runs the step imports it again and reports why)
-                continue
-            _loaded.append(name)
+def load_steps(steps=STEP_PLUGINS) -> list[str]:
+    """Import these steps' action plugins once in this process; the names of ``steps`` imported (now or before)."""
+    for name in steps:
+        if name in _loaded:
+            continue
+        try:
+            importlib.import_module(f"ansible_collections.flodl.cluster.plugins.action.{name}")
+        except Exception:  # noqa: BLE001  (the task that runs the step imports it again and reports why)
+            continue
+        _loaded.add(name)
+    if not _jinja_looked_up:
         # Ansible's own filter and test plugins, looked up once here (an unqualified name loads them all):
         # the first filter or test of each task's template would load them again, about 20 ms a task.
         from ansible.plugins.loader import filter_loader, test_loader
         filter_loader.get("default")
         test_loader.get("defined")
-    return list(_loaded)
+        _jinja_looked_up.append(True)
+    return [name for name in steps if name in _loaded]
 
 
-def workers_pattern(groups, fallback=None, group=WORKERS_GROUP):
-    """``group`` when it has hosts, else ``fallback`` (``group`` when no fallback is given)."""
+def workers_pattern(groups, fallback=None, group=WORKERS_GROUP, steps=None):
+    """``group`` when it has hosts, else ``fallback`` (``group`` when no fallback is given).
+
+    ``steps``: the step plugins the play runs (all of them when not given), imported here for its workers.
+    """
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError(f"workers_pattern expects the `groups` mapping, got {type(groups).__name__}")
     if not isinstance(group, str) or not group:
         raise AnsibleFilterError("workers_pattern: `group` must be a group name")
-    load_steps()
+    if steps is None:
+        steps = STEP_PLUGINS
+    unknown = [s for s in steps if s not in STEP_PLUGINS] if isinstance(steps, (list, tuple)) else [steps]
+    if unknown:
+        raise AnsibleFilterError(f"workers_pattern: `steps` must list step plugins among {', '.join(STEP_PLUGINS)}; "
+                                 f"got {unknown[0]!r}")
+    load_steps(tuple(steps))
     if fallback and not groups.get(group):
         return str(fallback)
     return group

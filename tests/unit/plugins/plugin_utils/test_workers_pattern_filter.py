@@ -43,6 +43,14 @@ def test_bad_input_is_refused_by_the_filter(groups, group, words):
     assert str(raised.value) == words
 
 
+@pytest.mark.parametrize("steps, named", [(["worker_result", "shell"], "'shell'"), ("worker_result", "'worker_result'")])
+def test_steps_must_list_the_collections_step_plugins(steps, named):
+    with pytest.raises(AnsibleFilterError) as raised:
+        workers_pattern({"flodl_workers": ["h1"]}, steps=steps)
+    assert str(raised.value).startswith("workers_pattern: `steps` must list step plugins among topology, ")
+    assert str(raised.value).endswith(f"got {named}")
+
+
 def test_a_fresh_process_that_templates_the_pattern_holds_every_step_plugin_afterwards():
     # A fresh interpreter, as ansible-playbook is: the forks of a task inherit what it imported.
     probe = textwrap.dedent(f"""
@@ -56,3 +64,15 @@ def test_a_fresh_process_that_templates_the_pattern_holds_every_step_plugin_afte
     """)
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", ",".join(STEP_PLUGINS), ",".join(STEP_PLUGINS)]
+
+
+def test_a_play_that_names_its_steps_loads_only_those():
+    probe = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = {sys.path!r}
+        from ansible_collections.flodl.cluster.plugins.filter import workers_pattern as wp
+        wp.workers_pattern({{"flodl_workers": ["h1"]}}, steps=["preflight_check", "worker_result"])
+        print(",".join(n for n in wp.STEP_PLUGINS if "ansible_collections.flodl.cluster.plugins.action." + n in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["preflight_check,worker_result"]
