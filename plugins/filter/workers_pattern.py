@@ -10,36 +10,42 @@ written (an execution-environment image, a read-only collection path, ``PYTHONDO
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-WORKERS_GROUP = "flodl_workers"
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
+
 STEP_PLUGINS = ("topology", "preflight_check", "cargo_prebuild", "launch_env", "run_launcher", "orphan_cleanup",
                 "worker_result", "launch_status")
-_loaded: set[str] = set()
-_jinja_looked_up: list[bool] = []
+
+
+@functools.cache
+def _load_step(name: str) -> bool:
+    """Import one step's action plugin in this process; whether it imported."""
+    try:
+        importlib.import_module(f"ansible_collections.flodl.cluster.plugins.action.{name}")
+    except Exception:  # noqa: BLE001  (the task that runs the step imports it again and reports why)
+        return False
+    return True
+
+
+@functools.cache
+def _look_up_jinja_plugins() -> None:
+    """Ansible's own filter and test plugins, looked up once here (an unqualified name loads them all): the first
+    filter or test of each task's template would load them again, about 20 ms a task."""
+    from ansible.plugins.loader import filter_loader, test_loader
+    filter_loader.get("default")
+    test_loader.get("defined")
 
 
 def load_steps(steps=STEP_PLUGINS) -> list[str]:
     """Import these steps' action plugins once in this process; the names of ``steps`` imported (now or before)."""
-    for name in steps:
-        if name in _loaded:
-            continue
-        try:
-            importlib.import_module(f"ansible_collections.flodl.cluster.plugins.action.{name}")
-        except Exception:  # noqa: BLE001  (the task that runs the step imports it again and reports why)
-            continue
-        _loaded.add(name)
-    if not _jinja_looked_up:
-        # Ansible's own filter and test plugins, looked up once here (an unqualified name loads them all):
-        # the first filter or test of each task's template would load them again, about 20 ms a task.
-        from ansible.plugins.loader import filter_loader, test_loader
-        filter_loader.get("default")
-        test_loader.get("defined")
-        _jinja_looked_up.append(True)
-    return [name for name in steps if name in _loaded]
+    imported = [name for name in steps if _load_step(name)]
+    _look_up_jinja_plugins()
+    return imported
 
 
 def workers_pattern(groups, fallback=None, group=WORKERS_GROUP, steps=None):
@@ -57,7 +63,7 @@ def workers_pattern(groups, fallback=None, group=WORKERS_GROUP, steps=None):
     if unknown:
         raise AnsibleFilterError(f"workers_pattern: `steps` must list step plugins among {', '.join(STEP_PLUGINS)}; "
                                  f"got {unknown[0]!r}")
-    load_steps(tuple(steps))
+    load_steps(steps)
     if fallback and not groups.get(group):
         return str(fallback)
     return group
