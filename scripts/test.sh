@@ -15,8 +15,9 @@
 #                                       part run at the same time)
 #   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
 #                                       part runs beside the unit, lint and molecule parts)
-#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (2;
+#   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
+#   FLODL_LINT_NICE=N                   the lint part's nice value beside the integration part (10)
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,7 +90,7 @@ integration_part() {
   # Each line's tests in FLODL_INTEGRATION_WORKERS processes (pytest-xdist, a test file per process at a
   # time: a module's shared cluster stays in one process). Much of a test's wall time is waiting on its
   # hosts (handshakes, timeouts, sleeps), so the 2 CPUs are far from busy with one process per line.
-  local workers="${FLODL_INTEGRATION_WORKERS:-2}" xdist=()
+  local workers="${FLODL_INTEGRATION_WORKERS:-3}" xdist=()
   if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadfile); fi
   per_line "integration" run_pytest @LINE@ integration tests/integration -v "${xdist[@]}"
 }
@@ -112,7 +113,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
   per_line "unit" unit_line @LINE@
 fi
 
-if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
+lint_part() {
   # The publishing tools live in the 2.19 venv (scripts/bootstrap.sh); a
   # missing one fails its step here, and its tests fail under CI=true.
   tools="$VENV_DIR/ansible-2.19/bin"
@@ -134,6 +135,17 @@ if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
   run_pytest 2.19 publish tests/publish -v
   sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
   per_line "ansible-test sanity" sanity_line @LINE@
+}
+
+# Beside the integration part, the lint part yields the CPU to it (nice 10): the integration tests wait on their
+# hosts for much of their time and are the critical path, which lint, publish and sanity fill around. Unit tests
+# and molecule keep their priority (their waits are timed).
+if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
+  if [ -n "$integration_lane" ]; then
+    (renice -n "${FLODL_LINT_NICE:-10}" -p "$BASHPID" >/dev/null; lint_part)
+  else
+    lint_part
+  fi
 fi
 
 run_ee() {

@@ -14,7 +14,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import compose_overl
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
-from ansible_collections.flodl.cluster.plugins.module_utils.lookups import bounded_resolver
+from ansible_collections.flodl.cluster.plugins.module_utils.lookups import start_lookups
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
@@ -64,6 +64,9 @@ class ActionModule(ActionBase):
             docker_service = launch_docker(args["launch_docker"], task_vars, self._templar, ctx)
         except TopologyError as exc:
             return fail_result(result, exc.problems)
+        # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS), started now: the lookups run
+        # beside the reads below, and no name costs a DNS timeout.
+        lookups = start_lookups(ctx.cluster, nr.system_resolver) if guard is None else None
         check = bool(self._task.check_mode)
         log_dir, unsafe = launch_io.log_dir_of(ctx, args["log_dir"])
         if unsafe:
@@ -99,8 +102,7 @@ class ActionModule(ActionBase):
             inputs.hostname = facts[0]  # the launch host's identity, from its preflight session
         try:
             # One render, measured: the env registered for the launch command is the one checked here.
-            # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS): no name costs a DNS timeout.
-            resolver = bounded_resolver(inputs.cluster, nr.system_resolver)
+            resolver = lookups.resolver() if lookups is not None else nr.system_resolver
             plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max())
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")

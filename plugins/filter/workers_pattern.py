@@ -5,8 +5,8 @@
 
 ansible-playbook templates a play's ``hosts`` in its own process, before it forks the first task's worker. What
 this filter imports there, every task's worker inherits: the steps' action plugins and their module_utils (50-70
-modules a step), which each worker would otherwise import again, compiling them wherever no bytecode cache can be
-written (an execution-environment image, a read-only collection path, ``PYTHONDONTWRITEBYTECODE``).
+modules a step), which each worker would otherwise import again, compiled from source: Ansible's collection loader
+never reads a bytecode cache.
 """
 from __future__ import annotations
 

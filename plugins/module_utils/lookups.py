@@ -8,7 +8,8 @@ rules, name_resolution.resolve_host_to_ip). A resolver that drops queries costs 
 per name; in waves, more. Here each name gets its own daemon thread and the caller waits once, at most
 :data:`LOOKUP_BUDGET_SECONDS`: a name with no answer by then counts as one that did not resolve (the
 launch goes on with a warning, as for a failed lookup). getaddrinfo cannot be cancelled, so a late
-thread is left to finish on its own and its answer is ignored.
+thread is left to finish on its own and its answer is ignored. The launch step starts the lookups as soon
+as it has read the run (``start_lookups``), so they run beside its other work.
 """
 from __future__ import annotations
 
@@ -34,6 +35,50 @@ def run_names(cluster: Mapping[str, Any]) -> list[str]:
     return sorted({n for n in names if n and not is_ip_literal(n)})
 
 
+class PendingLookups:
+    """Lookups started at once, each name in its own daemon thread; ``answers`` waits until every name has one
+    or the deadline, counted from the start, has passed. The threads are started from a thread of their own:
+    the caller goes on with its other work while they run."""
+
+    def __init__(self, names: Iterable[str], resolver: Resolver, budget: float = LOOKUP_BUDGET_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget = budget
+        self._clock = clock
+        self._deadline = clock() + budget
+        self._wanted = list(dict.fromkeys(names))
+        self._answers: dict[str, Answer] = {}
+        self._done = threading.Condition(threading.Lock())
+        if self._wanted:
+            threading.Thread(target=self._start_all, args=(resolver,), name="flodl-lookups", daemon=True).start()
+
+    def _start_all(self, resolver: Resolver) -> None:
+        for name in self._wanted:
+            threading.Thread(target=self._one, args=(name, resolver), name=f"flodl-lookup-{name}", daemon=True).start()
+
+    def _one(self, name: str, resolver: Resolver) -> None:
+        try:
+            found: Answer = list(resolver(name))
+        except BaseException as exc:  # noqa: BLE001  (kept as this name's answer)
+            found = exc
+        with self._done:
+            self._answers[name] = found
+            self._done.notify_all()
+
+    def answers(self) -> dict[str, Answer]:
+        """name -> its addresses, or the exception its lookup raised; names still pending at the deadline are absent."""
+        with self._done:
+            while len(self._answers) < len(self._wanted):
+                left = self._deadline - self._clock()
+                if left <= 0:
+                    break
+                self._done.wait(left)
+            return dict(self._answers)
+
+    def resolver(self) -> Resolver:
+        """The answers (waited for) as a resolver."""
+        return answered(self.answers(), self.budget)
+
+
 def look_up_all(
     names: Iterable[str],
     resolver: Resolver,
@@ -41,30 +86,7 @@ def look_up_all(
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Answer]:
     """name -> its addresses, or the exception its lookup raised; names still pending at the deadline are absent."""
-    answers: dict[str, Answer] = {}
-    lock = threading.Lock()
-    done = threading.Condition(lock)
-    wanted = list(dict.fromkeys(names))
-
-    def one(name: str) -> None:
-        try:
-            found: Answer = list(resolver(name))
-        except BaseException as exc:  # noqa: BLE001  (kept as this name's answer)
-            found = exc
-        with done:
-            answers[name] = found
-            done.notify_all()
-
-    for name in wanted:
-        threading.Thread(target=one, args=(name,), name=f"flodl-lookup-{name}", daemon=True).start()
-    deadline = clock() + budget
-    with done:
-        while len(answers) < len(wanted):
-            left = deadline - clock()
-            if left <= 0:
-                break
-            done.wait(left)
-        return dict(answers)
+    return PendingLookups(names, resolver, budget, clock).answers()
 
 
 def answered(answers: Mapping[str, Answer], budget: float = LOOKUP_BUDGET_SECONDS) -> Resolver:
@@ -81,7 +103,13 @@ def answered(answers: Mapping[str, Answer], budget: float = LOOKUP_BUDGET_SECOND
     return resolve
 
 
+def start_lookups(cluster: Mapping[str, Any], resolver: Resolver,
+                  budget: float = LOOKUP_BUDGET_SECONDS) -> PendingLookups:
+    """Start looking up every name of ``cluster`` now; ``.resolver()`` later waits at most ``budget`` from now."""
+    return PendingLookups(run_names(cluster), resolver, budget)
+
+
 def bounded_resolver(cluster: Mapping[str, Any], resolver: Resolver,
                      budget: float = LOOKUP_BUDGET_SECONDS) -> Resolver:
     """Look up every name of ``cluster`` now, at most ``budget`` seconds in all; the answers as a resolver."""
-    return answered(look_up_all(run_names(cluster), resolver, budget), budget)
+    return start_lookups(cluster, resolver, budget).resolver()

@@ -166,12 +166,20 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
         gpu_counts=gpu_counts, controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
         launch_command=ctx.launch_command, docker_service=docker_service, container_root=container_root,
         prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale, testing_cluster=testing,
-        local_gpu_counts=local_counts or (local_gpu_counts() if testing and not guarded else None),
+        local_gpu_counts=local_counts or (_testing_counts(ctx, gpu_counts) if testing and not guarded else None),
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
         ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run, connect_timeout=ctx.connect_timeout,
         verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.get("env")),
     )
+
+
+def _testing_counts(ctx: RunContext, gpu_counts: Mapping[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """This box's GPU count for the testing JSON, which gives it to every ``all`` worker: none without such a
+    worker; the count already taken for the controller's own ``all`` worker; else the count script, here."""
+    if not any(w.get("local_devices") == "all" for w in ctx.cluster["workers"]):
+        return None
+    return gpu_counts.get(ctx.controller_identity) or local_gpu_counts()
 
 
 def apply_overlay(plan: le.LaunchPlan, project_dir: str, check: bool, warnings: list[str]) -> bool:

@@ -75,3 +75,51 @@ def test_an_environment_that_would_not_fit_fails_the_step_and_registers_nothing_
     assert result["failed"] is True and "env" not in result
     assert result["msg"].startswith("the launch environment would not fit; nothing was started")
     assert f"variable {ls.FULL_CLUSTER_JSON} is too long even as compact JSON" in result["msg"]
+
+
+# --------------------------------------------------------------------------- this box's GPU count, for the testing JSON
+
+
+def _counting(monkeypatch) -> list[int]:
+    calls: list[int] = []
+
+    def count():
+        calls.append(1)
+        return (3, 0)
+
+    monkeypatch.setattr(action_mod.launch_io, "local_gpu_counts", count)
+    return calls
+
+
+def _testing_workers(result) -> list:
+    return json.loads(hex_decode(result["env"][ls.TESTING_CLUSTER_JSON]).decode())["workers"]
+
+
+def test_without_an_all_worker_the_count_script_does_not_run(measured, monkeypatch):
+    calls = _counting(monkeypatch)
+    result = _action({"show_plan": False}).run(task_vars=_task_vars(4, 10))
+    assert not result.get("failed"), result.get("msg")
+    assert calls == [] and ls.TESTING_CLUSTER_JSON in result["env"]
+
+
+def test_the_controllers_own_all_worker_is_counted_once_for_both_jsons(measured, monkeypatch):
+    calls = _counting(monkeypatch)
+    tv = _task_vars(2, 10)
+    tv["hostvars"]["w0"].update(flodl_host="ctl", flodl_local_devices="all")  # FLODL_HOST_NAME=ctl: this box
+    result = _action({"show_plan": False}).run(task_vars=tv)
+    assert not result.get("failed"), result.get("msg")
+    assert calls == [1]
+    assert result["gpu_counts"]["ctl"] == {"nvidia": 3, "amd": 0}
+    assert len(_testing_workers(result)[0]["local_devices"]) == 3
+
+
+def test_a_remote_all_worker_takes_this_boxs_count_in_the_testing_json(measured, monkeypatch):
+    calls = _counting(monkeypatch)
+    tv = _task_vars(2, 10)
+    tv["hostvars"]["w1"]["flodl_local_devices"] = "all"
+    tv["flodl_preflight_run"] = {"hosts": {"10.1.0.11": {"gpus": {"nvidia": 2, "amd": 0}}}}
+    result = _action({"show_plan": False}).run(task_vars=tv)
+    assert not result.get("failed"), result.get("msg")
+    assert calls == [1]  # its own count came from preflight; the testing JSON counts here, as fdl-cli does
+    assert result["gpu_counts"]["10.1.0.11"] == {"nvidia": 2, "amd": 0}
+    assert len(_testing_workers(result)[1]["local_devices"]) == 3

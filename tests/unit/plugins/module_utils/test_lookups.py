@@ -77,3 +77,20 @@ def test_a_controller_name_without_an_answer_is_shipped_as_written_with_the_warn
 
 def test_run_names_are_the_controller_and_worker_hosts_without_ip_literals():
     assert lookups.run_names(_cluster(2)) == ["ctl.example", "w0-hang", "w1"]
+
+
+def test_started_lookups_run_beside_the_caller_and_the_wait_counts_from_the_start(never):
+    calls: list[str] = []
+    cluster = {"controller": {"host": "ctl.example"}, "workers": [{"host": "w1"}, {"host": "w2-hang"}]}
+    start = time.monotonic()
+    pending = lookups.start_lookups(cluster, _stub({"ctl.example": ["10.0.0.1"], "w1": ["10.0.1.1"]}, calls, never),
+                                    budget=0.6)
+    assert time.monotonic() - start < 0.3  # started, not waited for
+    time.sleep(0.4)  # the caller's own work; the lookups run meanwhile
+    assert sorted(calls) == ["ctl.example", "w1", "w2-hang"]
+    waited = time.monotonic()
+    resolve = pending.resolver()
+    assert time.monotonic() - waited < 0.45  # what was left of the budget, not the whole of it again
+    assert resolve("w1") == ["10.0.1.1"]
+    with pytest.raises(OSError, match="no answer within 0.6s"):
+        resolve("w2-hang")
