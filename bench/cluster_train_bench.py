@@ -299,24 +299,31 @@ def summarize(n: int, reps: int, samples: dict[str, list], steps: int) -> dict:
 def criterion_b(samples: dict[str, list], floor: dict[str, dict[str, float]]) -> dict[str, dict]:
     """Issue 17's criterion (b), reuse on: what the prebuild and the launch phase cost over Ansible's floor for the
     tasks they ran. The floor is the work inside (cargo's no-op; the launch command's own wall time, which the
-    action reports) plus, per task, the floor play's run-once or per-host `debug`, plus the floor role's end for a
-    role that ends in the phase (Ansible's implicit per-host role_complete, which the collection's roles pay as any
+    action reports) plus, per task, the floor play's run-once or per-host `debug` of the same repetition, plus
+    the floor role's end for a role that ends in the phase (Ansible's implicit per-host role_complete, which the collection's roles pay as any
     role does). ``over_without_role_end`` leaves that out, for reading."""
-    once, each, role_end = (floor[k]["median"] for k in ("run-once task", "per-host task", "role end"))
     out = {}
     for phase in ("prebuild", "launch"):
         runs = samples["playbook"]
         names = runs[-1]["shape"][phase]
         per_host = sum(1 for name in names if is_per_host(name))
         ends = ROLE_ENDS[phase]
-        tasks_floor = (len(names) - per_host) * once + per_host * each + ends * role_end
+
+        def tasks_floor(f: dict[str, float]) -> float:
+            return (len(names) - per_host) * f["run-once task"] + per_host * f["per-host task"] + ends * f["role end"]
+
         work = ([samples["cargo"][i]["total"] for i in range(len(runs))] if phase == "prebuild"
                 else [r["launcher"] for r in runs])
-        over = [r["phases"][phase] - w - tasks_floor for r, w in zip(runs, work)]
+        # Each repetition against its own floor run (the same minute): the machine's speed drifts between
+        # repetitions by more than the margin measured.
+        floors = [tasks_floor(f) for f in samples["floor"]]
+        over = [r["phases"][phase] - w - fl for r, w, fl in zip(runs, work, floors)]
+        ends_seconds = [ends * f["role end"] for f in samples["floor"]]
         out[phase] = {"tasks": f"{len(names) - per_host} run-once + {per_host} per-host + {ends} role end",
                       "work": stat(work),
-                      "tasks_floor": tasks_floor, "phase": stat([r["phases"][phase] for r in runs]), "over": stat(over),
-                      "over_without_role_end": stat([o + ends * role_end for o in over])}
+                      "tasks_floor": tasks_floor({k: v["median"] for k, v in floor.items()}),
+                      "phase": stat([r["phases"][phase] for r in runs]), "over": stat(over),
+                      "over_without_role_end": stat([o + e for o, e in zip(over, ends_seconds)])}
     return out
 
 

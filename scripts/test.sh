@@ -28,7 +28,7 @@ REPORTS="$REPO_ROOT/tests/output/reports"
 FAILURES="$REPORTS/failures.txt"  # a file, not a variable: parts that run in the background record too
 SUITE_STARTED=$SECONDS
 
-step() { printf '\n==== %s\n' "$*"; }
+step() { printf '\n==== %s (at %d s)\n' "$*" "$((SECONDS - SUITE_STARTED))"; }  # when it started, for the timeline
 record() { # $1 = name, $2 = exit code
   if [ "$2" -ne 0 ]; then echo "$1 (exit $2)" >>"$FAILURES"; fi
 }

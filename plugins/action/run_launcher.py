@@ -54,9 +54,12 @@ class ActionModule(ActionBase):
             return result
         try:
             result = self._run(result, args, task_vars)
-        finally:
-            # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends.
-            sshreuse_io.close_masters(args["ssh_control_dir"])
+        except BaseException:
+            sshreuse_io.close_masters(args["ssh_control_dir"])  # interrupted: now, before anything else
+            raise
+        # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends: beside the rest of the
+        # play, since nothing rides them any more (the worker process waits for the thread before it exits).
+        sshreuse_io.close_masters_beside(args["ssh_control_dir"])
         if not result.get("failed") and not self._task.check_mode:  # the job artifact (module_utils.job_artifacts)
             result["ansible_stats"] = job_artifacts.launch(args["command"], result)
         return result

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -98,10 +97,10 @@ def cluster_extra_hosts(
     pairs: list[tuple[str, str]] = []
     warnings: list[str] = []
     names = [str(w.get("host") or "") for w in workers]
-    # One lookup per name, all at once: a name that does not resolve can cost a DNS timeout each.
+    # One lookup per name. The launch step's resolver answers from memory: every name was looked up at once
+    # before, with one bounded wait (module_utils.lookups).
     wanted = sorted({n for n in names if n and not is_ip_literal(n)})
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(wanted)))) as pool:
-        answers = dict(zip(wanted, pool.map(lambda n: resolve_host_to_ip(n, resolver), wanted)))
+    answers = {n: resolve_host_to_ip(n, resolver) for n in wanted}
     for worker, host in zip(workers, names):
         if not host:
             continue

@@ -80,8 +80,28 @@ def _serde(value: Any, indent: str | None, out: list[str]) -> None:
         out.append(json.dumps(value, ensure_ascii=False))
 
 
+def _same_in_python(value: Any) -> bool:
+    """Whether Python's json module writes ``value`` as serde_json does: no float (ryu's layout differs), only
+    dicts with str keys, lists and tuples around str, int, bool and None. Escapes are the same with
+    ``ensure_ascii=False``, and so is the pretty layout (two spaces, ``[]``/``{}`` when empty)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(isinstance(key, str) for key in item):
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, float) or not (item is None or isinstance(item, (str, int))):
+            return False
+    return True
+
+
 def serde_pretty(value: Any) -> str:
     """``serde_json::to_string_pretty`` bytes for plain JSON data (strings escape as serde does)."""
+    if _same_in_python(value):  # the common case, a topology without floats: json's C encoder
+        return json.dumps(value, indent=2, ensure_ascii=False)
     out: list[str] = []
     _serde(value, "", out)
     return "".join(out)
@@ -89,6 +109,8 @@ def serde_pretty(value: Any) -> str:
 
 def serde_compact(value: Any) -> str:
     """``serde_json::to_string`` bytes for plain JSON data (same key order and floats as the pretty form)."""
+    if _same_in_python(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     out: list[str] = []
     _serde(value, None, out)
     return "".join(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
@@ -66,6 +67,20 @@ def make_dir() -> str | None:
 def close_masters(control_dir: str | None, timeout: float = 10.0) -> int:
     """``ssh -O exit`` every master whose socket is in the run's directory, then remove it; the count closed."""
     return close_masters_in(control_dir, sshreuse.DIR_PREFIX, timeout)
+
+
+def close_masters_beside(control_dir: str | None) -> threading.Thread | None:
+    """``close_masters`` in a thread of this process, started now; the thread, None without a directory.
+
+    For the end of a step that returned its result: Ansible's worker sends the result first and Python joins
+    the thread before the worker exits, so the play goes on while the masters close (30-40 ms at 32 workers).
+    If the worker is killed first, the run's watcher closes what is left (sshreuse_watch).
+    """
+    if not control_dir:
+        return None
+    thread = threading.Thread(target=close_masters, args=(control_dir,), name="flodl-close-masters", daemon=False)
+    thread.start()
+    return thread
 
 
 def reuse_wanted(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]) -> bool:

@@ -929,9 +929,26 @@ def test_inventory_without_ssh_vars_has_no_ssh_key():
     assert '"ssh"' not in cluster_json(c)
 
 
-def test_serde_pretty_matches_python_layout_for_non_floats():
-    doc = {"a": [1, {"b": []}, {}], "c": {"d": None, "e": True, "f": "x\u00e9"}}
-    assert sj.serde_pretty(doc) == json.dumps(doc, indent=2, ensure_ascii=False)
+SERDE_DOCS = [
+    {"a": [1, {"b": []}, {}], "c": {"d": None, "e": True, "f": "x\u00e9"}},
+    {"s": "q\"b\\s\n\r\t\b\f\x00\x1f\x7f\u2028\U0001f600", "n": [-1, 0, 2 ** 70], "t": (1, "x"), "e": ""},
+    [[], [[]], {"": {}}, [{"k": [False, None]}]],
+    {"workers": [{"host": f"h{i}", "ranks": [i], "ssh": {"options": ["ControlPath=/tmp/x/%C"]}} for i in range(3)]},
+]
+
+
+@pytest.mark.parametrize("doc", SERDE_DOCS)
+def test_the_json_module_path_writes_the_bytes_of_the_serde_layout(doc):
+    """Documents without floats take Python's json encoder: byte for byte what the serde layout writes."""
+    for indent, render in (("", sj.serde_pretty), (None, sj.serde_compact)):
+        out: list[str] = []
+        sj._serde(doc, indent, out)  # pylint: disable=protected-access
+        assert render(doc) == "".join(out)
+
+
+@pytest.mark.parametrize("doc", [{"f": 1e-6}, {1: "int key"}, [{"x": [0.5]}], {"m": frozenset()}])
+def test_floats_and_other_keys_keep_the_serde_layout(doc):
+    assert not sj._same_in_python(doc)  # pylint: disable=protected-access
 
 
 # =========================================================== lookups

@@ -4,6 +4,7 @@ Each fake master is a real Unix socket served by a thread, answering as a master
 """
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import socket
 import struct
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_watch as sw
 
 PREFIX = "flodl-ssh-"
@@ -104,3 +106,30 @@ def test_a_silent_master_costs_at_most_the_request_budget(control, stand_in_on_p
     finally:
         silent.stop()
     assert time.monotonic() - start < 1.5
+
+
+def test_masters_closed_beside_the_play_are_closed_before_the_worker_process_ends(control, tmp_path):
+    """The launch step returns its result, then its masters close in a thread: Ansible's worker is a
+    multiprocessing child, and Python joins that thread before the child exits."""
+    done = tmp_path / "closed"
+    slow = threading.Event()
+
+    def worker() -> None:
+        real = sshreuse_io.close_masters
+
+        def close(path: str, timeout: float = 10.0) -> int:
+            slow.wait(0.3)  # longer than the step's own return
+            closed = real(path, timeout)
+            done.write_text(str(closed))
+            return closed
+
+        sshreuse_io.close_masters = close
+        FakeMaster(control / "a", "ok")
+        assert sshreuse_io.close_masters_beside(str(control)) is not None
+        # returns here, as the step does once its result is sent
+
+    child = multiprocessing.get_context("fork").Process(target=worker)
+    child.start()
+    child.join(10)
+    assert child.exitcode == 0 and done.read_text() == "1" and not control.exists()
+    assert sshreuse_io.close_masters_beside(None) is None
