@@ -17,7 +17,6 @@
 #                                       part runs beside the unit, lint and molecule parts)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
-#   FLODL_LINT_NICE=N                   the lint part's nice value beside the integration part (10)
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -137,15 +136,8 @@ lint_part() {
   per_line "ansible-test sanity" sanity_line @LINE@
 }
 
-# Beside the integration part, the lint part yields the CPU to it (nice 10): the integration tests wait on their
-# hosts for much of their time and are the critical path, which lint, publish and sanity fill around. Unit tests
-# and molecule keep their priority (their waits are timed).
 if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
-  if [ -n "$integration_lane" ]; then
-    (renice -n "${FLODL_LINT_NICE:-10}" -p "$BASHPID" >/dev/null; lint_part)
-  else
-    lint_part
-  fi
+  lint_part
 fi
 
 run_ee() {

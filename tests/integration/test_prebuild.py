@@ -317,10 +317,12 @@ def test_native_dedupe_one_build_for_three_hosts(cargo_available, installed_coll
     assert [b["host"] for b in off.build["builds"]] == ["h1", "h2", "h3"]
     assert "3 build(s), dedupe off" in off.proc.stdout
     # h1's binary is already there (the dedupe runs built it), so the cargo registry is warm: no build needs to
-    # run alone first, and all three start at once (a cold tree's first-alone order is proven above and below).
+    # run alone first (a cold tree's first-alone order is proven above and below). h1's is a no-op that ends
+    # within a fraction of a second, so a loaded machine may start a thread after it: what shows the order is that
+    # the two real builds overlap and do not both wait for h1's end.
     starts = [ts(b["started"]) for b in off.build["builds"]]
     ends = [ts(b["ended"]) for b in off.build["builds"]]
-    assert max(starts) < min(ends), off.build["builds"]
+    assert max(starts[1:]) < min(ends[1:]) and min(starts[1:]) < ends[0], off.build["builds"]
     for h in expected:
         assert (project / f"target/cluster/{h}/precompiled-rocm63/prebuild.log").is_file()
     assert_binaries(project, off.data["envelope"], expected)
