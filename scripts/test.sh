@@ -14,7 +14,7 @@
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
 #   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
-#                                       part runs beside the unit, lint and molecule parts)
+#                                       part, then molecule, runs beside the unit and lint parts)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
 set -uo pipefail
@@ -94,15 +94,56 @@ integration_part() {
   per_line "integration" run_pytest @LINE@ integration tests/integration -v "${xdist[@]}"
 }
 
-# The whole suite: the integration part starts first and runs beside the unit, lint and molecule parts
-# (its output is printed whole when it ends); the execution environment comes last, its image build a
-# step of its own, timed apart.
+molecule_part() {
+  # molecule test from extensions/ (the collection layout), every scenario, against the collection as
+  # installed from its tarball, as the integration tests do. Missing molecule: skipped with a
+  # how-to, a failure under CI=true.
+  local tools="$VENV_DIR/ansible-2.19/bin" mol_work scenario scenario_yml
+  step "molecule test, every scenario of extensions/molecule, on ansible-core 2.19"
+  if [ ! -x "$tools/molecule" ]; then
+    if [ "${CI:-}" = true ]; then
+      echo "molecule is not installed in $VENV_DIR/ansible-2.19 (required under CI=true): run scripts/bootstrap.sh"
+      record "molecule" 1
+    else
+      echo "SKIPPED: molecule is not installed in $VENV_DIR/ansible-2.19; run scripts/bootstrap.sh"
+    fi
+  else
+    mol_work="$(mktemp -d /tmp/flodl-molecule.XXXXXX)"
+    local started=$SECONDS
+    if "$tools/ansible-galaxy" collection build "$REPO_ROOT" --output-path "$mol_work" --force >/dev/null &&
+      "$tools/ansible-galaxy" collection install "$mol_work"/flodl-cluster-*.tar.gz -p "$mol_work/collections" \
+        --force --offline >/dev/null 2>&1; then
+      # One `molecule test -s` per scenario, each with an ephemeral directory of its own:
+      # molecule's default one is named after the basename "extensions" only, which every
+      # checkout of this collection shares (concurrent runs would tear each other's hosts down).
+      for scenario_yml in "$REPO_ROOT"/extensions/molecule/*/molecule.yml; do
+        scenario="$(basename "$(dirname "$scenario_yml")")"
+        (cd "$REPO_ROOT/extensions" &&
+          MOLECULE_EPHEMERAL_DIRECTORY="$mol_work/ephemeral-$scenario" PATH="$tools:$PATH" \
+            ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
+            "$tools/molecule" test -s "$scenario")
+        record "molecule $scenario" $?
+      done
+    else
+      echo "molecule: building or installing the collection tarball failed"
+      record "molecule" 1
+    fi
+    echo "molecule: $((SECONDS - started))s"
+    rm -rf "$mol_work"
+  fi
+}
+
+# The whole suite: the integration part starts first, then molecule, beside the unit and lint parts (their
+# output is printed whole when they end); the execution environment comes last, its image build a step of
+# its own, timed apart.
 integration_lane=""
 if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # A process group of its own (set -m), so that an interrupted suite stops all of it, by that group.
   set -m
-  integration_part >"$REPORTS/integration-part.log" 2>&1 &
+  # Molecule follows in the same lane: like the integration tests it mostly waits on namespace hosts, and
+  # there it runs beside the end of ansible-test sanity instead of after it.
+  { integration_part; molecule_part; } >"$REPORTS/integration-part.log" 2>&1 &
   integration_lane=$!
   set +m
   trap 'kill -TERM -- "-$integration_lane" 2>/dev/null; exit 130' INT TERM
@@ -157,43 +198,8 @@ run_ee() {
   echo "EE job step: $((SECONDS - started)) s"
 }
 
-if [ "$WHAT" = all ] || [ "$WHAT" = molecule ]; then
-  # molecule test from extensions/ (the collection layout), every scenario, against the collection as
-  # installed from its tarball, as the integration tests do. Missing molecule: skipped with a
-  # how-to, a failure under CI=true.
-  tools="$VENV_DIR/ansible-2.19/bin"
-  step "molecule test, every scenario of extensions/molecule, on ansible-core 2.19"
-  if [ ! -x "$tools/molecule" ]; then
-    if [ "${CI:-}" = true ]; then
-      echo "molecule is not installed in $VENV_DIR/ansible-2.19 (required under CI=true): run scripts/bootstrap.sh"
-      record "molecule" 1
-    else
-      echo "SKIPPED: molecule is not installed in $VENV_DIR/ansible-2.19; run scripts/bootstrap.sh"
-    fi
-  else
-    mol_work="$(mktemp -d /tmp/flodl-molecule.XXXXXX)"
-    started=$SECONDS
-    if "$tools/ansible-galaxy" collection build "$REPO_ROOT" --output-path "$mol_work" --force >/dev/null &&
-      "$tools/ansible-galaxy" collection install "$mol_work"/flodl-cluster-*.tar.gz -p "$mol_work/collections" \
-        --force --offline >/dev/null 2>&1; then
-      # One `molecule test -s` per scenario, each with an ephemeral directory of its own:
-      # molecule's default one is named after the basename "extensions" only, which every
-      # checkout of this collection shares (concurrent runs would tear each other's hosts down).
-      for scenario_yml in "$REPO_ROOT"/extensions/molecule/*/molecule.yml; do
-        scenario="$(basename "$(dirname "$scenario_yml")")"
-        (cd "$REPO_ROOT/extensions" &&
-          MOLECULE_EPHEMERAL_DIRECTORY="$mol_work/ephemeral-$scenario" PATH="$tools:$PATH" \
-            ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
-            "$tools/molecule" test -s "$scenario")
-        record "molecule $scenario" $?
-      done
-    else
-      echo "molecule: building or installing the collection tarball failed"
-      record "molecule" 1
-    fi
-    echo "molecule: $((SECONDS - started))s"
-    rm -rf "$mol_work"
-  fi
+if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ -z "$integration_lane" ]; }; then
+  molecule_part
 fi
 
 if [ -n "$integration_lane" ]; then
