@@ -300,8 +300,8 @@ def criterion_b(samples: dict[str, list], floor: dict[str, dict[str, float]]) ->
     """Issue 17's criterion (b), reuse on: what the prebuild and the launch phase cost over Ansible's floor for the
     tasks they ran. The floor is the work inside (cargo's no-op; the launch command's own wall time, which the
     action reports) plus, per task, the floor play's run-once or per-host `debug` of the same repetition, plus
-    the floor role's end for a role that ends in the phase (Ansible's implicit per-host role_complete, which the collection's roles pay as any
-    role does). ``over_without_role_end`` leaves that out, for reading."""
+    the floor role's end for a role that ends in the phase (Ansible's implicit per-host role_complete, which the
+    collection's roles pay as any role does). ``over_without_role_end`` leaves that out, for reading."""
     out = {}
     for phase in ("prebuild", "launch"):
         runs = samples["playbook"]

@@ -153,7 +153,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
   per_line "unit" unit_line @LINE@
 fi
 
-lint_part() {
+if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
   # The publishing tools live in the 2.19 venv (scripts/bootstrap.sh); a
   # missing one fails its step here, and its tests fail under CI=true.
   tools="$VENV_DIR/ansible-2.19/bin"
@@ -175,10 +175,6 @@ lint_part() {
   run_pytest 2.19 publish tests/publish -v
   sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
   per_line "ansible-test sanity" sanity_line @LINE@
-}
-
-if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
-  lint_part
 fi
 
 run_ee() {

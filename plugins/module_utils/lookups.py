@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Union
 
 from ansible_collections.flodl.cluster.plugins.module_utils.name_resolution import Resolver, is_ip_literal
@@ -40,11 +40,9 @@ class PendingLookups:
     or the deadline, counted from the start, has passed. The threads are started from a thread of their own:
     the caller goes on with its other work while they run."""
 
-    def __init__(self, names: Iterable[str], resolver: Resolver, budget: float = LOOKUP_BUDGET_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, names: Iterable[str], resolver: Resolver, budget: float = LOOKUP_BUDGET_SECONDS) -> None:
         self.budget = budget
-        self._clock = clock
-        self._deadline = clock() + budget
+        self._deadline = time.monotonic() + budget
         self._wanted = list(dict.fromkeys(names))
         self._answers: dict[str, Answer] = {}
         self._done = threading.Condition(threading.Lock())
@@ -68,7 +66,7 @@ class PendingLookups:
         """name -> its addresses, or the exception its lookup raised; names still pending at the deadline are absent."""
         with self._done:
             while len(self._answers) < len(self._wanted):
-                left = self._deadline - self._clock()
+                left = self._deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._done.wait(left)
@@ -77,16 +75,6 @@ class PendingLookups:
     def resolver(self) -> Resolver:
         """The answers (waited for) as a resolver."""
         return answered(self.answers(), self.budget)
-
-
-def look_up_all(
-    names: Iterable[str],
-    resolver: Resolver,
-    budget: float = LOOKUP_BUDGET_SECONDS,
-    clock: Callable[[], float] = time.monotonic,
-) -> dict[str, Answer]:
-    """name -> its addresses, or the exception its lookup raised; names still pending at the deadline are absent."""
-    return PendingLookups(names, resolver, budget, clock).answers()
 
 
 def answered(answers: Mapping[str, Answer], budget: float = LOOKUP_BUDGET_SECONDS) -> Resolver:
@@ -107,9 +95,3 @@ def start_lookups(cluster: Mapping[str, Any], resolver: Resolver,
                   budget: float = LOOKUP_BUDGET_SECONDS) -> PendingLookups:
     """Start looking up every name of ``cluster`` now; ``.resolver()`` later waits at most ``budget`` from now."""
     return PendingLookups(run_names(cluster), resolver, budget)
-
-
-def bounded_resolver(cluster: Mapping[str, Any], resolver: Resolver,
-                     budget: float = LOOKUP_BUDGET_SECONDS) -> Resolver:
-    """Look up every name of ``cluster`` now, at most ``budget`` seconds in all; the answers as a resolver."""
-    return start_lookups(cluster, resolver, budget).resolver()

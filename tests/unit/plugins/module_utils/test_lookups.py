@@ -45,7 +45,7 @@ def test_32_workers_with_names_that_never_answer_cost_one_bounded_wait_and_are_w
     answers = {"ctl.example": ["10.0.0.1"], **{f"w{i}": [f"10.0.1.{i}"] for i in range(32)}}
     cluster = _cluster(32)
     start = time.monotonic()
-    resolver = lookups.bounded_resolver(cluster, _stub(answers, calls, never))
+    resolver = lookups.start_lookups(cluster, _stub(answers, calls, never)).resolver()
     plan = le.prepare_launch(le.LaunchInputs(cluster=cluster, project_root="/opt/proj", cmd="train",
                                              host_user="alice", testing_cluster=False), resolver)
     elapsed = time.monotonic() - start
@@ -64,7 +64,7 @@ def test_32_workers_with_names_that_never_answer_cost_one_bounded_wait_and_are_w
 def test_answers_return_as_soon_as_every_name_has_one():
     calls: list[str] = []
     start = time.monotonic()
-    found = lookups.look_up_all(["a", "b", "a"], _stub({"a": ["10.0.0.1"]}, calls))
+    found = lookups.PendingLookups(["a", "b", "a"], _stub({"a": ["10.0.0.1"]}, calls)).answers()
     assert time.monotonic() - start < 1.0
     assert found["a"] == ["10.0.0.1"] and isinstance(found["b"], OSError) and sorted(calls) == ["a", "b"]
 
