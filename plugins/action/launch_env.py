@@ -21,16 +21,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, run_handoff, sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    as_bool,
-    fail_result,
-    is_local_host,
-    launch_docker,
-    launch_ssh,
-    read_run,
-    var,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, is_local_host, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import launch_host_facts
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 

@@ -17,7 +17,6 @@ from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, run_on
-from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_sweep import live_binaries
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import fields as model_fields
 
@@ -55,7 +54,7 @@ class ActionModule(ActionBase):
             if verdict.state != "running" or time.monotonic() >= deadline:
                 break
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        bins = {h: b for h, b in live_binaries(ctx).items() if ctx.in_play({"host": h})}
+        bins = {h: b for h, b in runlock.live_binaries(ctx.remotes, ctx.cmd).items() if ctx.in_play({"host": h})}
         workers = {w["host"]: w for w in ctx.remotes}
         jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir,
                                  connect_timeout=ctx.connect_timeout)

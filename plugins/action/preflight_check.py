@@ -13,18 +13,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils import preflight_rep
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_precheck, run_handoff, sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    WORKERS_GROUP,
-    fail_result,
-    launch_host_of,
-    read_run,
-    run_lock_enabled,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP, fail_result, read_run
 
 display = Display()
 
@@ -53,50 +44,41 @@ class ActionModule(ActionBase):
             if exc.per_host is None:
                 return fail_result(result, exc.problems)
             return self._refused(result, task_vars, exc)
-        # The launch environment this run renders, measured before any host (or build) is touched.
-        too_big = launch_precheck.size_problems(self, task_vars, ctx, phases)
-        if too_big:
-            return fail_result(result, too_big)
-        # A launch follows in this run: one run of a project at a time, until ansible-playbook exits. With a
-        # launch host the lock is taken there, in its session (plugin_utils.launch_host), read with the sweep.
-        remote = launch_host_of(task_vars, self._templar) if "launch" in phases else None
-        locking = "launch" in phases and not self._task.check_mode and run_lock_enabled(task_vars, self._templar)
-        _locked, refusal = lock_for_action(self, task_vars, ctx.project_dir) if locking and not remote else (False, None)
-        if refusal:
-            return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
+        follow = None
+        if "launch" in phases:
+            # Only a run with a launch imports the launch side: ansible-playbook compiles whatever a step imports.
+            from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_launch import LaunchFollows
+
+            # The launch environment this run renders, measured before any host (or build) is touched; the
+            # run lock: one run of a project at a time, until ansible-playbook exits.
+            follow = LaunchFollows(self, task_vars, ctx, phases)
+            problems, headline = follow.refusals()
+            if problems:
+                return fail_result(result, problems, headline)
 
         # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils.parent_watch).
         with exit_with_parent():
             build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
-            live = sweep.live_binaries(ctx) if "launch" in phases and run_lock_enabled(task_vars, self._templar) else {}
-            try:
-                launch_host = lhio.start(self, task_vars, ctx, lock=locking, gpus=True) if remote else None
-            except RemoteLaunchError as exc:
-                return fail_result(result, [f"controller: {exc}"])
-            # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
-            reuse_dir = sshreuse_io.reuse_dir_for(self, task_vars, ctx, phases) if launch_host is None else None
+            problems = follow.start() if follow is not None else []
+            if problems:
+                return fail_result(result, problems)
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                                timeout=args["timeout"], max_parallel=args["max_parallel"], live_binaries=live,
-                                launch_host=launch_host, reuse_dir=reuse_dir)
+                                timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],
             check=bool(self._task.check_mode), prebuild=ctx.prebuild,
-            controller_identity=(found.get(lhio.RESULT_KEY) or {}).get("identity") or ctx.controller_identity,
+            controller_identity=(follow.controller_identity() if follow is not None else None) or ctx.controller_identity,
             build_host=ctx.build_host, verbose=display.verbosity >= 1)
         for warning in data["warnings"]:
             display.warning(warning)
         display.display("\n".join(lines))
-        if "failure" in data:
-            sshreuse_io.close_masters(reuse_dir)  # the run stops here: nothing will reuse them
-        elif reuse_dir:
-            data[sshreuse_io.RESULT_KEY] = reuse_dir
+        if follow is not None:  # the launch host's answers, the masters kept for the launcher
+            data.update(follow.result_fields(failed="failure" in data))
         # The model travels to the later phases in this result; a failed preflight has none to serve.
         handoff = "failure" not in data and not controller.get("errors")
         result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names),
                       **run_handoff.fields(ctx, with_model=handoff))
-        if lhio.RESULT_KEY in found:
-            result[lhio.RESULT_KEY] = found[lhio.RESULT_KEY]
         if controller.get("errors"):
             # The controller is not an inventory worker: its own problems fail the run as a whole.
             result.update(failed=True, msg=pf_report.failure_message([controller], data["warnings"]))

@@ -19,7 +19,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import o
 from ansible_collections.flodl.cluster.plugins.module_utils.prepared_launch import prepared_args
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, remote_launch_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import remote_launch_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
     hand_back_signal,
     run_streamed,

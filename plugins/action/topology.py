@@ -7,9 +7,8 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import TOPOLOGY
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import redacted_topology
 from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import ordered_cluster
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, redacted_topology
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems

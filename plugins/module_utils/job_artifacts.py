@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RESULT_KEY as MODEL_KEY
+
 PREFLIGHT = "flodl_preflight"
 # Not flodl_prebuild: AWX hands artifacts to later workflow nodes as extra vars, and that name is the switch.
 PREBUILD = "flodl_prebuild_result"
@@ -25,8 +27,9 @@ def stats(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def preflight(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The whole preflight result, as its role registers it."""
-    return stats(PREFLIGHT, result)
+    """The preflight result as its role registers it, but for the run model: that is for the later phases of
+    this run (module_utils.run_model), not for a job's readers."""
+    return stats(PREFLIGHT, {k: v for k, v in result.items() if k != MODEL_KEY})
 
 
 def prebuild(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -277,19 +277,5 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
     )
 
 
-REDACTED = "<redacted>"
+# The variables that carry the join token when the topology holds one (module_utils.topology.holds_secret).
 SECRET_VARS = (ENV_FULL_CLUSTER_JSON, ENV_TESTING_CLUSTER_JSON)
-
-
-def holds_secret(topology: Mapping[str, Any] | None) -> bool:
-    """True when the topology carries ``controller.join.token`` (the run's HMAC salt)."""
-    join = ((topology or {}).get("controller") or {}).get("join") or {}
-    return isinstance(join, Mapping) and join.get("token") is not None
-
-
-def redacted_topology(topology: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy safe to print or register: the join token replaced (the salt must stay out of logs, §6)."""
-    out = json.loads(json.dumps(topology))
-    if holds_secret(out):
-        out["controller"]["join"]["token"] = REDACTED
-    return out

@@ -12,6 +12,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.fold import Row, fol
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import holds_secret, redacted_topology
 
 
 def plan_lines(
@@ -191,8 +192,8 @@ def plan_fields(
 
     A topology holding ``controller.join.token`` is shown redacted, here and in the plan's lines.
     """
-    secret = le.holds_secret(plan.topology)
-    shown = le.redacted_topology(plan.topology) if plan.topology else None
+    secret = holds_secret(plan.topology)
+    shown = redacted_topology(plan.topology) if plan.topology else None
     shown_json = json.dumps(shown, indent=2, ensure_ascii=False) if secret and shown else plan.topology_json
     env = dict(plan.env)
     lines = plan_lines(plan, env, envelope_text, envelope_source, log_dir, check, guard, shown_json, secret,

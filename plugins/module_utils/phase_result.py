@@ -35,6 +35,23 @@ def entry(status: str, msg: str, /, **data: Any) -> dict[str, Any]:
     return {"status": status, "msg": msg, "data": data}
 
 
+def hosts_entry(status: str, msg: str, host: str) -> dict[str, Any]:
+    """One ``per_host`` entry whose data is the phase result's ``hosts[host]``, named rather than copied: a copy
+    per worker would double what every later task and AWX job event carries."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    return {"status": status, "msg": msg, "host": host}
+
+
+def entry_data(phase_result: Mapping[str, Any], found: Mapping[str, Any]) -> dict[str, Any]:
+    """The data of one ``per_host`` entry: its own, or the ``hosts`` entry it names."""
+    if "data" in found:
+        return dict(found.get("data") or {})
+    hosts = phase_result.get("hosts")
+    named = hosts.get(found.get("host")) if isinstance(hosts, Mapping) else None
+    return dict(named) if isinstance(named, Mapping) else {}
+
+
 def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, Any]) -> dict[str, Any]:
     """The task result one worker reports for ``phase``."""
     per_host = phase_result.get("per_host") or {}
@@ -46,8 +63,8 @@ def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[st
             "msg": f"{phase}: no result for {inventory_hostname} (not part of this phase's run)",
         }
     status = str(found.get("status"))
-    out: dict[str, Any] = {"changed": status == "changed", "msg": str(found.get("msg") or ""), phase: dict(
-        found.get("data") or {})}
+    out: dict[str, Any] = {"changed": status == "changed", "msg": str(found.get("msg") or ""),
+                           phase: entry_data(phase_result, found)}
     if status == "failed":
         out["failed"] = True
     elif status == "unreachable":
@@ -129,12 +146,12 @@ def preflight_entries(
         warnings = list(report.get("warnings") or [])
         status = str(report.get("status"))
         if errors and status != "unreachable":
-            out[name] = entry("failed", " | ".join(errors), **report)
+            out[name] = hosts_entry("failed", " | ".join(errors), host)
         elif status == "unreachable":
-            out[name] = entry("unreachable", " | ".join(warnings or errors) or "the probe could not connect", **report)
+            out[name] = hosts_entry("unreachable", " | ".join(warnings or errors) or "the probe could not connect", host)
         else:
             text = "preflight passed" + (": " + " | ".join(warnings) if warnings else "")
-            out[name] = entry("ok", text, **report)
+            out[name] = hosts_entry("ok", text, host)
     return out
 
 
@@ -159,11 +176,11 @@ def prebuild_entries(
         elif host in failed or build.get("status") == "failed":
             reason = (module_result.get("failures") or {}).get(host)
             tail = "\n".join(build.get("tail") or [])
-            out[name] = entry("failed", reason or f"build for {build.get('arch')} failed: `{build.get('command')}`"
-                              + (f"\n{tail}" if tail else ""), **build)
+            out[name] = hosts_entry("failed", reason or f"build for {build.get('arch')} failed: `{build.get('command')}`"
+                                    + (f"\n{tail}" if tail else ""), host)
         else:
             status = "changed" if build.get("changed") else "ok"
-            out[name] = entry(status, f"{build.get('status')}: {build.get('bin')}", **build)
+            out[name] = hosts_entry(status, f"{build.get('status')}: {build.get('bin')}", host)
     return out
 
 

@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_env import REDACTED, holds_secret
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import remote_workers
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import REDACTED, holds_secret, remote_workers
 
 MODEL_VERSION = 1
 RESULT_KEY = "run_model"  # where a step's result carries the model it built

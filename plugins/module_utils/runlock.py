@@ -16,9 +16,11 @@ import hashlib
 import json
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
 FORMAT = "flodl-run-lock/1"
@@ -210,3 +212,14 @@ def refusal_message(
 def live_hosts(running: Mapping[str, int | None]) -> Sequence[str]:
     """Hosts whose probe saw the binary running, sorted."""
     return sorted(h for h, n in running.items() if n)
+
+
+def live_binaries(remotes: Iterable[Mapping[str, Any]], cmd: str | None) -> dict[str, str]:
+    """Where a live run of this project would show: each remote worker's prebuilt rank binary (host -> path)."""
+    if not cmd:
+        return {}
+    return {
+        str(w["host"]): f"{str(w['path']).rstrip('/')}/{binary_subpath(str(w['host']), str(w['arch']), cmd)}"
+        for w in remotes
+        if w.get("arch")
+    }

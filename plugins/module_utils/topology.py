@@ -11,6 +11,7 @@ bytes shipped module_utils.cluster_json.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +20,10 @@ from ansible_collections.flodl.cluster.plugins.module_utils.validate import clus
 
 DEFAULT_CONTROLLER_PORT = 1337
 CONVENTION_DATA_PATH = "/flodl/data"
+
+
+# What stands for the join token (the run's HMAC salt) wherever the topology is printed or registered.
+REDACTED = "<redacted>"
 
 
 class TopologyError(ValueError):
@@ -177,3 +182,17 @@ def remote_workers(cluster: Mapping[str, Any], controller_identity: str) -> list
     host with its own variant and must be probed and built separately.
     """
     return [w for w in cluster.get("workers", []) if w.get("host") != controller_identity]
+
+
+def holds_secret(topology: Mapping[str, Any] | None) -> bool:
+    """True when the topology carries ``controller.join.token`` (the run's HMAC salt)."""
+    join = ((topology or {}).get("controller") or {}).get("join") or {}
+    return isinstance(join, Mapping) and join.get("token") is not None
+
+
+def redacted_topology(topology: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy safe to print or register: the join token replaced (the salt must stay out of logs)."""
+    out = json.loads(json.dumps(topology))
+    if holds_secret(out):
+        out["controller"]["join"]["token"] = REDACTED
+    return out

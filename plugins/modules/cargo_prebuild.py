@@ -227,6 +227,13 @@ hosts:
       status: built
       rc: 0
       changed: true
+per_host:
+  description:
+    - One entry per worker (added by the action), keyed by inventory host, which M(flodl.cluster.worker_result)
+      turns into that worker's own result. A built worker's entry is C(status), C(msg) and C(host), the key
+      of its build in RV(hosts) (held once, not copied per entry); a skipped worker's has C(data).
+  returned: when the run is valid
+  type: dict
 envelope:
   description: The launcher's per-host envelope. In check mode, the envelope a successful build would produce.
   returned: success

@@ -172,8 +172,10 @@ summary:
   sample: ["h1: ok — x86_64, glibc 2.36, data /flodl/data ok, gpus 2 nvidia / 0 amd"]
 per_host:
   description:
-    - One entry per worker of the play, keyed by inventory host (C(status), C(msg), C(data)), which
-      M(flodl.cluster.worker_result) turns into that worker's own result.
+    - One entry per worker of the play, keyed by inventory host, which M(flodl.cluster.worker_result) turns
+      into that worker's own result. A probed worker's entry is C(status), C(msg) and C(host), the key of its
+      report in C(hosts) (held once, not copied per entry); a worker refused before contact has C(data)
+      with its C(problems) instead.
   returned: always, but for a run refused as a whole
   type: dict
 ssh_control_dir:
@@ -200,7 +202,7 @@ run_model_use:
   sample: {source: flodl_preflight_run, validations: 0, connections_resolved: 0}
 ansible_stats:
   description: >-
-    The job artifact C(flodl_preflight), this result, in the shape of M(ansible.builtin.set_stats)' result,
+    The job artifact C(flodl_preflight), this result without C(run_model), in the shape of M(ansible.builtin.set_stats)' result,
     which Ansible publishes as custom stats (AWX artifacts): no set_stats task runs after a step that passes.
   returned: when the step passes
   type: dict

@@ -28,14 +28,15 @@ options:
     required: true
   result:
     description:
-      - The registered result of the run-once phase step (it holds C(per_host)).
+      - The registered result of the run-once phase step (it holds C(per_host)). An entry that names a host
+        (C(host)) has its data in the result's C(hosts), under that name.
       - Exactly one of O(result) and O(result_var) is required.
     type: dict
   result_var:
     description:
       - The name of the variable the run-once phase step was registered as, e.g. V(flodl_preflight_run).
-      - Only this host's entry is read, as registered (nothing is templated). With many workers this is
-        cheaper than O(result), which templates the expression for every host.
+      - Only this host's entry (and the C(hosts) entry it names) is read, as registered (nothing is templated).
+        With many workers this is cheaper than O(result), which templates the expression for every host.
     type: str
     version_added: "0.2.0"
   prior_phase:

@@ -48,34 +48,54 @@ def keyword_connection(task: Any, on_workers: bool = True) -> str:
     return value if isinstance(value, str) and value else "ssh"
 
 
-def resolve_connection(task: Any, templar: Any, host_vars: Mapping[str, Any], cli_password: bool,
-                       on_workers: bool = True) -> ResolvedConnection:
-    """The connection options Ansible would use for the host whose variables are ``host_vars``."""
-    host_templar = templar.copy_with_new_env(available_variables=host_vars)
-    name = host_vars.get("ansible_connection")
-    name = str(host_templar.template(name)) if name is not None else keyword_connection(task, on_workers)
-    if name not in SSH_NAMES:
-        return ResolvedConnection(connection=name)
-    conn = connection_loader.get("ssh", PlayContext(), None)
-    task_keys = task.dump_attrs()
-    task_keys.pop("retries", None)
-    task_keys.pop("timeout", None)
-    conn.set_options(task_keys=task_keys, var_options=conn._resolve_option_variables(host_vars, host_templar))
-    args: dict[str, str] = {}
-    for option in _ARG_OPTIONS:
-        value, origin = _option(conn, option)
-        # Ansible's own default ssh_args (ControlMaster for its module transfers) is not the operator's.
-        if value and origin != "default":
-            args[option] = str(value)
-    password = _option(conn, "password")[0]
-    key_data = _option(conn, "private_key")[0]
-    return ResolvedConnection(
-        connection="ssh",
-        host=_option(conn, "host")[0],
-        port=_option(conn, "port")[0],
-        remote_user=_option(conn, "remote_user")[0],
-        private_key_file=_option(conn, "private_key_file")[0],
-        password_set=bool(password) or cli_password,
-        private_key_data_set=bool(key_data),
-        args=args,
-    )
+class AnsibleConnections:
+    """How Ansible would reach each host of one read of the run: the connection options of its plugin.
+
+    One ``ssh`` plugin object and the task's keywords serve every host of the read; each host only sets the
+    plugin's options from its own variables (``set_options`` replaces them all), as the task executor does.
+    """
+
+    def __init__(self, task: Any, templar: Any, cli_password: bool, on_workers: bool = True):
+        self._task = task
+        self._templar = templar
+        self._cli_password = cli_password
+        self._on_workers = on_workers
+        self._ssh: Any = None
+        self._task_keys: dict[str, Any] | None = None
+
+    def _plugin(self) -> tuple[Any, dict[str, Any]]:
+        if self._ssh is None:
+            self._ssh = connection_loader.get("ssh", PlayContext(), None)
+            task_keys = self._task.dump_attrs()
+            task_keys.pop("retries", None)
+            task_keys.pop("timeout", None)
+            self._task_keys = task_keys
+        return self._ssh, dict(self._task_keys or {})
+
+    def resolve(self, host_vars: Mapping[str, Any]) -> ResolvedConnection:
+        """The connection options Ansible would use for the host whose variables are ``host_vars``."""
+        host_templar = self._templar.copy_with_new_env(available_variables=host_vars)
+        name = host_vars.get("ansible_connection")
+        name = str(host_templar.template(name)) if name is not None else keyword_connection(self._task, self._on_workers)
+        if name not in SSH_NAMES:
+            return ResolvedConnection(connection=name)
+        conn, task_keys = self._plugin()
+        conn.set_options(task_keys=task_keys, var_options=conn._resolve_option_variables(host_vars, host_templar))
+        args: dict[str, str] = {}
+        for option in _ARG_OPTIONS:
+            value, origin = _option(conn, option)
+            # Ansible's own default ssh_args (ControlMaster for its module transfers) is not the operator's.
+            if value and origin != "default":
+                args[option] = str(value)
+        password = _option(conn, "password")[0]
+        key_data = _option(conn, "private_key")[0]
+        return ResolvedConnection(
+            connection="ssh",
+            host=_option(conn, "host")[0],
+            port=_option(conn, "port")[0],
+            remote_user=_option(conn, "remote_user")[0],
+            private_key_file=_option(conn, "private_key_file")[0],
+            password_set=bool(password) or self._cli_password,
+            private_key_data_set=bool(key_data),
+            args=args,
+        )

@@ -5,8 +5,9 @@
 
 ``read_run`` gives the phase its run model: the one the play's first step built (plugin_utils.run_handoff),
 else a new one, read and validated by plugin_utils.run_reader before any host is contacted, each worker's
-connection resolved as Ansible would. Also the launch host's ssh helpers and the launch's compose service.
-The reader's names are re-exported here for the plugins that import them from this module.
+connection resolved as Ansible would; how any inventory host is reached (the build host, the launch host).
+The launch host itself is plugin_utils.launch_target. The reader's names are re-exported here for the
+plugins that import them from this module.
 """
 from __future__ import annotations
 
@@ -17,18 +18,11 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import plan_payload
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import (
-    RemoteLaunchError,
-    env_payload,
-    wrapper_script,
-)
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext, to_model
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection, derive_worker_ssh
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import resolve_connection
+from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import AnsibleConnections
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_reader import ConnectionResolver, build_context
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import (
     CLUSTER_VARS,
@@ -59,8 +53,12 @@ def _ansible_resolver(action: Any, task_vars: Mapping[str, Any]) -> ConnectionRe
     # The play's connection keyword is the workers' only when the play runs on them.
     on_workers = task_vars.get("inventory_hostname") in ((task_vars.get("groups") or {}).get(WORKERS_GROUP) or [])
 
+    connections: list[AnsibleConnections] = []  # made for the first host: a read that resolves none needs none
+
     def resolve(_name: str, host_vars: Mapping[str, Any]) -> ResolvedConnection:
-        return resolve_connection(action._task, action._templar, host_vars, cli_password, on_workers)
+        if not connections:
+            connections.append(AnsibleConnections(action._task, action._templar, cli_password, on_workers))
+        return connections[0].resolve(host_vars)
 
     return resolve
 
@@ -110,33 +108,6 @@ def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[s
     return derive_worker_ssh(host, _ansible_resolver(action, task_vars)(host, host_vars)).ssh
 
 
-def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: RunContext) -> str | None:
-    """The compose service of the default launch command, or None for a native launch.
-
-    ``flodl_launch_docker`` (or the task argument) names a service; a boolean
-    (also a survey's ``"false"``/``"true"`` text) turns the controller's build
-    service off or on. Unset follows ``flodl_controller_docker``.
-    """
-    value = given if given is not None else var(task_vars, templar, "flodl_launch_docker")
-    build_service = ctx.cluster["controller"].get("docker")
-    if value is None:
-        return str(build_service) if build_service else None
-    flag = as_bool(value) if isinstance(value, (bool, str)) else None
-    if flag is False or (isinstance(value, str) and not value.strip()):
-        return None
-    if flag is True:
-        if not build_service:
-            raise TopologyError([
-                "controller: flodl_launch_docker is true but flodl_controller_docker names no compose service; "
-                "name the service in flodl_launch_docker (e.g. cuda) or set flodl_controller_docker"
-            ])
-        return str(build_service)
-    if not isinstance(value, str):
-        raise TopologyError([f"controller: flodl_launch_docker must be a compose service name or a boolean, "
-                             f"got {type(value).__name__}"])
-    return value.strip()
-
-
 def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
     """``flodl_run_lock`` (default true): false starts a run even while another one is live."""
     return as_bool(var(task_vars, templar, "flodl_run_lock", True)) is not False
@@ -148,36 +119,3 @@ def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool
         return True
     raw = ((task_vars.get("hostvars") or {}).get(name) or {}).get("ansible_connection")
     return raw is not None and str(templar.template(raw) if templar is not None else raw) == "local"
-
-
-def remote_launch_argv(
-    action: Any, task_vars: Mapping[str, Any], host: str, cwd: str, command: str,
-    added: Mapping[str, Any], args: Mapping[str, Any], cleanup_plan: str | None = None,
-) -> tuple[list[str], bytes]:
-    """(ssh argv, stdin) that run the launch command on inventory host ``host``, reached as Ansible reaches it.
-
-    ``cleanup_plan`` (module_utils.remote_cleanup) travels on stdin after the environment.
-    """
-    ssh = launch_ssh(action, task_vars, host)
-    script = wrapper_script(cwd, command, float(args["grace_seconds"]), args["shell"], plan=cleanup_plan is not None)
-    stdin = env_payload({str(k): str(v) for k, v in added.items()})
-    if cleanup_plan is not None:
-        stdin += plan_payload(cleanup_plan)
-    return probe_argv({"host": host, "ssh": ssh}, script), stdin
-
-
-def launch_host_of(task_vars: Mapping[str, Any], templar: Any) -> str | None:
-    """``flodl_launch_host`` when it is another machine than this one, else None."""
-    name = str(var(task_vars, templar, "flodl_launch_host", "localhost") or "localhost")
-    return None if is_local_host(name, task_vars, templar) else name
-
-
-def launch_ssh(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
-    """The ssh block for the launch host, with the job's agent forwarded when asked."""
-    if host not in (task_vars.get("hostvars") or {}):
-        raise RemoteLaunchError(f"flodl_launch_host {host!r} is not an inventory host; add it (and how to reach it)")
-    ssh = dict(ssh_block_of(action, task_vars, host))
-    if as_bool(var(task_vars, action._templar, "flodl_launch_forward_agent", False)):
-        # The launcher there reaches the workers with the job's own key (AWX machine credential, ssh-agent).
-        ssh["options"] = [*ssh.get("options", []), "ForwardAgent=yes"]
-    return ssh

@@ -19,7 +19,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host, launch_ssh
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import SshResult, run_one
 
 

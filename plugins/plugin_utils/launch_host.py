@@ -30,7 +30,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils import lock_holder
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, launch_host_of, launch_ssh
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_host_of, launch_ssh
 
 STRICT = "StrictHostKeyChecking=yes"
 RESULT_KEY = "launch_host"  # in the preflight result: what the launch step takes from the launch host

@@ -33,13 +33,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import Topo
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    RunContext,
-    as_bool,
-    launch_docker,
-    launch_host_of,
-    var,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_host_of
 
 
 def one_rank_each(ctx: RunContext) -> dict[str, tuple[int, int]]:

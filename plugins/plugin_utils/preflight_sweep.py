@@ -13,17 +13,20 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_verdict as pf_verdict
-from ansible_collections.flodl.cluster.plugins.module_utils import remote_launch, runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.sshreuse import with_reuse
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, is_local_host, ssh_block_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+
+if TYPE_CHECKING:  # the launch side, imported only by a run with a launch (plugin_utils.preflight_launch)
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import SessionResult
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_launch import LaunchFollows
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
@@ -48,7 +51,7 @@ def local_gpu_text() -> str:
     return proc.stdout
 
 
-def controller_report(ctx: RunContext, launch: lhio.SessionResult | None = None) -> dict[str, Any]:
+def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
     """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
     path, declared = effective_data_path(ctx.cluster["controller"])
     if launch is None:
@@ -76,18 +79,16 @@ def sweep(
     build_host_argv: list[str] | None,
     timeout: float,
     max_parallel: int,
-    live_binaries: Mapping[str, str] | None = None,
-    launch_host: lhio.Session | None = None,
-    reuse_dir: str | None = None,
+    follow: LaunchFollows | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
-    ``live_binaries`` (host -> absolute rank binary) adds the run-lock check to the same probe: is
-    another run's rank already running there? ``reuse_dir``: each probe leaves a master connection
-    there for the launcher's fan-out (module_utils.sshreuse). ``launch_host``: its session, started
-    before (plugin_utils.launch_host), read once the workers answered.
+    ``follow``: the launch after this preflight (plugin_utils.preflight_launch), started before. It adds
+    the run-lock check to the same probes, reads the launch host's session once the workers answered,
+    and judges each worker for the launch; each probe leaves a master connection in its ``reuse_dir``
+    for the launcher's fan-out (module_utils.sshreuse).
     """
-    live_binaries = live_binaries or {}
+    reuse_dir = follow.reuse_dir if follow is not None else None
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
     for worker in ctx.remotes:
@@ -95,8 +96,8 @@ def sweep(
             continue
         path, declared = effective_data_path(worker)
         script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
-        if worker["host"] in live_binaries:
-            script += "; " + runlock.running_script(live_binaries[worker["host"]])
+        if follow is not None:
+            script += follow.probe_suffix(worker["host"])
         jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
         plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
@@ -115,9 +116,8 @@ def sweep(
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
             )
 
-    launch = lhio.finish(launch_host, ctx.project_dir, timeout) if launch_host is not None else None
+    launch = follow.finish(timeout) if follow is not None else None
     controller = controller_report(ctx, launch)
-    reach = launch.reach if launch is not None and launch.facts.complete else None
     reports: dict[str, dict[str, Any]] = {}
     for worker in ctx.cluster["workers"]:
         host = worker["host"]
@@ -134,30 +134,10 @@ def sweep(
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
-        if reach is not None and host in reach and reach[host][0] != 0:
-            report["errors"].append(remote_launch.unreachable_from_launch_host(
-                launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
-            report["status"] = pf_verdict.STATUS_ERROR
-        running = runlock.parse_running(res.stdout) if host in live_binaries and res.ok else None
-        if running:
-            report["errors"].append(runlock.refusal_message(ctx.project_dir, {host: running}))
-            report["status"] = pf_verdict.STATUS_ERROR
+        if follow is not None:
+            follow.judge(host, res, report)
         reports[host] = report
-    found = {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
-    if launch is not None and not launch.errors:
-        found[lhio.RESULT_KEY] = lhio.result_fields(launch)
-    return found
-
-
-def live_binaries(ctx: RunContext) -> dict[str, str]:
-    """Where a live run of this project would show: each remote worker's prebuilt rank binary."""
-    if not ctx.cmd:
-        return {}
-    return {
-        str(w["host"]): f"{str(w['path']).rstrip('/')}/{binary_subpath(str(w['host']), str(w['arch']), ctx.cmd)}"
-        for w in ctx.remotes
-        if w.get("arch")
-    }
+    return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
 
 
 def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,

@@ -24,7 +24,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import Un
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import launch_host_of, read_run, run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_run, run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_host_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import pid_alive
 
 display = Display()

@@ -13,7 +13,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
 from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, launch_docker, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker
 from ansible_collections.flodl.cluster.plugins.plugin_utils.sshreuse_watch import close_masters_in, start_watcher
 
 REUSE_VAR = "flodl_ssh_reuse"

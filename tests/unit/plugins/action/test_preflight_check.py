@@ -26,10 +26,20 @@ def test_a_refusal_starts_no_process(case, run, name, no_processes):
 
 
 def test_the_controllers_own_box_is_checked_without_ssh(case, run, no_ssh, tmp_path):
-    entry = run(case("controller_only"))["per_host"]["ctl"]
-    assert (entry["status"], entry["msg"]) == ("ok", "preflight passed")
-    assert entry["data"]["data_path"] == {"path": str(tmp_path), "declared": True, "state": "ok"}
-    assert entry["data"]["controller"] is True
+    result = run(case("controller_only"))
+    entry = result["per_host"]["ctl"]
+    # The inventory host's entry names its logical host's report, which the result holds once.
+    assert entry == {"status": "ok", "msg": "preflight passed", "host": "gpu-a"}
+    report = result["hosts"]["gpu-a"]
+    assert report["data_path"] == {"path": str(tmp_path), "declared": True, "state": "ok"}
+    assert report["controller"] is True
+
+
+def test_the_job_artifact_is_the_result_without_the_run_model(case, run, no_ssh):
+    result = run(case("controller_only"))
+    artifact = result["ansible_stats"]["data"]["flodl_preflight"]
+    assert "run_model" in result and "run_model" not in artifact
+    assert {k: v for k, v in result.items() if k not in ("run_model", "ansible_stats")} == artifact
 
 
 @pytest.mark.parametrize("name", ["controller_only", "refused_one_worker", "refused_run"])

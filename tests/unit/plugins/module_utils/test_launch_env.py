@@ -12,7 +12,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils import name_resoluti
 from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import REDACTED, TopologyError, holds_secret, redacted_topology
 
 
 def resolver_from(table: dict[str, list[str]]):
@@ -516,11 +516,11 @@ def test_join_token_is_redacted_for_display_only():
     )
     shipped = json.loads(hex_decode(plan.env["FLODL_INTERNAL_FULL_CLUSTER_JSON"]))
     assert shipped["controller"]["join"] == {"min_rank_start": 2, "token": "ab" * 16}
-    assert le.holds_secret(plan.topology)
-    shown = le.redacted_topology(plan.topology)
-    assert shown["controller"]["join"]["token"] == le.REDACTED
+    assert holds_secret(plan.topology)
+    shown = redacted_topology(plan.topology)
+    assert shown["controller"]["join"]["token"] == REDACTED
     assert plan.topology["controller"]["join"]["token"] == "ab" * 16  # the original is untouched
-    assert not le.holds_secret(le.redacted_topology(cluster3()))
+    assert not holds_secret(redacted_topology(cluster3()))
 
 
 # ---------------------------------------------------------------- upstream parity: checkout, HOSTNAME, libtorch, testing

@@ -6,6 +6,9 @@ import pytest
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import (
     REFUSED,
     entry,
+    hosts_entry,
+    prebuild_entries,
+    preflight_entries,
     refused_entries,
     run_outcome,
     with_prior,
@@ -30,6 +33,36 @@ def test_worker_outcome_per_status(status, expect):
         assert out[key] == value
     assert out["msg"] == "said" and out["preflight"] == {"arch": "x86_64"}
     assert ("failed" in out) == (status == "failed")
+
+
+def test_a_named_entry_reports_the_hosts_entry_it_names():
+    reports = {"gpu-a": {"arch": "x86_64", "errors": []}, "gpu-b": {"arch": "aarch64", "errors": ["gpu-b: musl"]}}
+    phase = {"hosts": reports, "per_host": preflight_entries(reports, {"gpu-a": "ctl"})}
+    # Keyed by inventory host, naming the logical host's report: the result holds each report once.
+    assert phase["per_host"] == {"ctl": {"status": "ok", "msg": "preflight passed", "host": "gpu-a"},
+                                 "gpu-b": {"status": "failed", "msg": "gpu-b: musl", "host": "gpu-b"}}
+    assert worker_outcome("preflight", "ctl", phase)["preflight"] == reports["gpu-a"]
+    failed = worker_outcome("preflight", "gpu-b", phase)
+    assert failed["failed"] is True and failed["preflight"] == reports["gpu-b"]
+    # The report is a copy: the worker's own result cannot change the registered one.
+    worker_outcome("preflight", "ctl", phase)["preflight"]["arch"] = "changed"
+    assert reports["gpu-a"]["arch"] == "x86_64"
+
+
+def test_a_named_entry_without_its_hosts_entry_has_no_data():
+    out = worker_outcome("preflight", "h1", {"per_host": {"h1": hosts_entry("ok", "x", "h1")}})
+    assert out["preflight"] == {} and out["msg"] == "x"
+    with pytest.raises(ValueError):
+        hosts_entry("fine", "x", "h1")
+
+
+def test_prebuild_entries_name_the_builds():
+    built = {"hosts": {"h2": {"status": "built", "bin": "b", "changed": True, "arch": "cu128"}}}
+    workers = [{"host": "h1"}, {"host": "h2"}]
+    per_host = prebuild_entries(built, workers, {}, "h1")
+    assert per_host["h2"] == {"status": "changed", "msg": "built: b", "host": "h2"}
+    assert per_host["h1"]["status"] == "skipped" and "data" in per_host["h1"]
+    assert worker_outcome("prebuild", "h2", {**built, "per_host": per_host})["prebuild"] == built["hosts"]["h2"]
 
 
 def test_unreachable_is_a_visible_skip():

@@ -1,12 +1,14 @@
-"""keyword_connection: the `connection` keyword that applies to the workers (delegated tasks, 2.21 write-back, runbooks)."""
+"""plugin_utils.connection: the `connection` keyword that applies to the workers (delegated tasks, 2.21 write-back,
+runbooks), and each host's options as Ansible's ssh plugin resolves them."""
 from __future__ import annotations
 
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play import Play
+from ansible.template import Templar
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import keyword_connection
+from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import AnsibleConnections, keyword_connection
 
 
 def _task(play_connection: str | None, **task_keys):
@@ -51,3 +53,17 @@ def test_a_play_on_a_host_that_is_not_a_worker_says_nothing_of_the_workers():
     task = _task("local")  # a runbook on localhost with `connection: local`
     assert keyword_connection(task, on_workers=False) == "ssh"
     assert keyword_connection(task) == "local"
+
+
+def test_one_plugin_object_serves_every_host_without_carrying_options_over():
+    connections = AnsibleConnections(_task(None), Templar(loader=DataLoader()), cli_password=False)
+    first = connections.resolve({"ansible_host": "192.0.2.11", "ansible_port": 2222, "ansible_user": "alice",
+                                 "ansible_ssh_common_args": "-o ProxyJump=bastion",
+                                 "ansible_ssh_private_key_file": "/keys/a"})
+    second = connections.resolve({"ansible_host": "192.0.2.12"})
+    assert (first.host, first.port, first.remote_user, first.private_key_file) == ("192.0.2.11", 2222, "alice", "/keys/a")
+    assert first.args == {"ssh_common_args": "-o ProxyJump=bastion"}
+    # The second host's options are its own: nothing of the first one's stays on the shared plugin object.
+    assert (second.host, second.port, second.private_key_file, second.args) == ("192.0.2.12", None, None, {})
+    assert second.remote_user != "alice"
+    assert connections.resolve({"ansible_connection": "local"}).connection == "local"

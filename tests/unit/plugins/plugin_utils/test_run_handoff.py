@@ -38,11 +38,15 @@ def controller(monkeypatch):
     monkeypatch.delenv("FLODL_NET_TIMEOUT_SCALE", raising=False)
     asked: list[str] = []
 
-    def resolve(_task, _templar, host_vars, _cli_password, _on_workers=True):
-        asked.append(host_vars["ansible_host"])
-        return ResolvedConnection(connection="ssh", host=host_vars["ansible_host"])
+    class Connections:
+        def __init__(self, *_args):
+            pass
 
-    monkeypatch.setattr(context, "resolve_connection", resolve)
+        def resolve(self, host_vars):
+            asked.append(host_vars["ansible_host"])
+            return ResolvedConnection(connection="ssh", host=host_vars["ansible_host"])
+
+    monkeypatch.setattr(context, "AnsibleConnections", Connections)
     return asked
 
 
