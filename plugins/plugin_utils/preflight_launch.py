@@ -92,14 +92,20 @@ class LaunchFollows:
             report["errors"].append(runlock.refusal_message(self._ctx.project_dir, {host: running}))
             report["status"] = pf_verdict.STATUS_ERROR
 
+    def _answered(self) -> lhio.SessionResult | None:
+        """The launch host's answers when its session had no problem."""
+        return self.answers if self.answers is not None and not self.answers.errors else None
+
     def controller_identity(self) -> str | None:
-        """Who the controller is on the launch host, when its session answered."""
-        return self.answers.facts.identity if self.answers is not None else None
+        """Who the controller is on the launch host, when its session answered without a problem."""
+        answered = self._answered()
+        return answered.facts.identity if answered is not None else None
 
     def result_fields(self, failed: bool) -> dict[str, Any]:
         """What the launch step reads back from the step's result: the launch host's identity and GPUs, and the
         masters' directory (closed instead when the run stops here: nothing will reuse them)."""
-        out = {lhio.RESULT_KEY: lhio.result_fields(self.answers)} if self.answers and not self.answers.errors else {}
+        answered = self._answered()
+        out = {lhio.RESULT_KEY: lhio.result_fields(answered)} if answered is not None else {}
         if failed:
             sshreuse_io.close_masters(self.reuse_dir)
         elif self.reuse_dir:

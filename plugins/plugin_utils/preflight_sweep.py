@@ -11,9 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_verdict as pf_verdict

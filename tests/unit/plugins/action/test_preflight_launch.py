@@ -19,7 +19,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout impo
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
 
-from .conftest import load_case
+from .conftest import CONTROLLER, load_case
 
 ACTION = "preflight_check"
 ALL_PHASES = ["preflight", "prebuild", "launch"]
@@ -121,3 +121,17 @@ def test_check_mode_takes_no_lock(run_with_launch, ssh_log):
     result = run()
     assert not result.get("failed"), result
     assert not (project / runlock.LOCK_FILE_REL).exists()
+
+
+def test_with_a_launch_host_its_session_answers_for_the_controller(run_with_launch, ssh_log):
+    loaded, _project, run = run_with_launch
+    # The session there answers and ends: without the run lock no holder keeps it open past this test.
+    loaded.task_vars.update(flodl_launch_host="gpu-b", flodl_run_lock=False)
+    result = run()
+    assert not result.get("failed"), result
+    assert result[lhio.RESULT_KEY]["host"] == "gpu-b"
+    assert result[lhio.RESULT_KEY]["identity"] == result["controller_identity"] == CONTROLLER  # read there
+    assert result["controller"]["launch_host"] == "gpu-b"
+    # The launcher runs there: no masters are kept here for it. With the run lock off, no probe asks for live ranks.
+    assert sshreuse_io.RESULT_KEY not in result
+    assert not any(runlock.MARK_RUNNING in p for p in _probes(ssh_log))
