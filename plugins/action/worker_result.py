@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WORKER_RESULT
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, with_prior, worker_outcome
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, with_prior, worker_outcome, worker_part
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
 
 
@@ -47,14 +47,4 @@ def _registered(task_vars, var_name, name, worker):
     registered = task_vars.get(var_name)
     if not isinstance(registered, Mapping):
         return {}
-    if not worker:
-        return registered
-    per_host = registered.get("per_host")
-    entry = per_host.get(name) if isinstance(per_host, Mapping) else None
-    if entry is None:
-        return {}
-    own: dict = {"per_host": {name: entry}}
-    hosts = registered.get("hosts")
-    if isinstance(entry, Mapping) and "host" in entry and isinstance(hosts, Mapping) and entry["host"] in hosts:
-        own["hosts"] = {entry["host"]: hosts[entry["host"]]}  # the data the entry names (phase_result.hosts_entry)
-    return own
+    return worker_part(registered, name) if worker else registered

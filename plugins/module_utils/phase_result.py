@@ -52,6 +52,21 @@ def entry_data(phase_result: Mapping[str, Any], found: Mapping[str, Any]) -> dic
     return dict(named) if isinstance(named, Mapping) else {}
 
 
+def worker_part(phase_result: Mapping[str, Any], inventory_hostname: str) -> dict[str, Any]:
+    """What one worker's report reads of a phase result: its ``per_host`` entry, and the ``hosts`` entry it names.
+    Empty when the phase filed nothing for it."""
+    per_host = phase_result.get("per_host")
+    found = per_host.get(inventory_hostname) if isinstance(per_host, Mapping) else None
+    if found is None:
+        return {}
+    part: dict[str, Any] = {"per_host": {inventory_hostname: found}}
+    hosts = phase_result.get("hosts")
+    named = found.get("host") if isinstance(found, Mapping) and "data" not in found else None
+    if isinstance(hosts, Mapping) and named in hosts:
+        part["hosts"] = {named: hosts[named]}
+    return part
+
+
 def worker_outcome(phase: str, inventory_hostname: str, phase_result: Mapping[str, Any]) -> dict[str, Any]:
     """The task result one worker reports for ``phase``."""
     per_host = phase_result.get("per_host") or {}

@@ -51,8 +51,9 @@ def keyword_connection(task: Any, on_workers: bool = True) -> str:
 class AnsibleConnections:
     """How Ansible would reach each host of one read of the run: the connection options of its plugin.
 
-    One ``ssh`` plugin object and the task's keywords serve every host of the read; each host only sets the
-    plugin's options from its own variables (``set_options`` replaces them all), as the task executor does.
+    One ``ssh`` plugin object and the task's keywords, read for the first ssh host, serve every host of the read;
+    each host only sets the plugin's options from its own variables (``set_options`` replaces them all), as the
+    task executor does.
     """
 
     def __init__(self, task: Any, templar: Any, cli_password: bool, on_workers: bool = True):

@@ -53,12 +53,10 @@ def _ansible_resolver(action: Any, task_vars: Mapping[str, Any]) -> ConnectionRe
     # The play's connection keyword is the workers' only when the play runs on them.
     on_workers = task_vars.get("inventory_hostname") in ((task_vars.get("groups") or {}).get(WORKERS_GROUP) or [])
 
-    connections: list[AnsibleConnections] = []  # made for the first host: a read that resolves none needs none
+    connections = AnsibleConnections(action._task, action._templar, cli_password, on_workers)
 
     def resolve(_name: str, host_vars: Mapping[str, Any]) -> ResolvedConnection:
-        if not connections:
-            connections.append(AnsibleConnections(action._task, action._templar, cli_password, on_workers))
-        return connections[0].resolve(host_vars)
+        return connections.resolve(host_vars)
 
     return resolve
 

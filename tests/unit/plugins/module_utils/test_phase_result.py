@@ -13,6 +13,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
     run_outcome,
     with_prior,
     worker_outcome,
+    worker_part,
 )
 
 
@@ -47,6 +48,16 @@ def test_a_named_entry_reports_the_hosts_entry_it_names():
     # The report is a copy: the worker's own result cannot change the registered one.
     worker_outcome("preflight", "ctl", phase)["preflight"]["arch"] = "changed"
     assert reports["gpu-a"]["arch"] == "x86_64"
+
+
+def test_a_worker_reads_its_own_entry_and_the_report_it_names_only():
+    reports = {"gpu-a": {"arch": "x86_64", "errors": []}, "gpu-b": {"arch": "aarch64", "errors": []}}
+    phase = {"hosts": reports, "per_host": preflight_entries(reports, {"gpu-a": "ctl"}), "summary": ["..."]}
+    assert worker_part(phase, "ctl") == {"per_host": {"ctl": phase["per_host"]["ctl"]}, "hosts": {"gpu-a": reports["gpu-a"]}}
+    assert worker_outcome("preflight", "ctl", worker_part(phase, "ctl")) == worker_outcome("preflight", "ctl", phase)
+    own = {"per_host": {"h1": entry("skipped", "x", problems=["p"])}, "hosts": {"h1": {"arch": "x86_64"}}}
+    assert worker_part(own, "h1") == {"per_host": own["per_host"]}  # an entry with data of its own names nothing
+    assert worker_part(phase, "gpu-z") == {}
 
 
 def test_a_named_entry_without_its_hosts_entry_has_no_data():

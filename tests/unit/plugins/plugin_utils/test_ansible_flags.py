@@ -38,7 +38,8 @@ def test_the_launch_environment_carries_it_only_when_asked(level):
 
 
 def fake_action(become):
-    return SimpleNamespace(_play_context=SimpleNamespace(become=become, become_user="root"), _templar=None)
+    return SimpleNamespace(_play_context=SimpleNamespace(become=become, become_user="root"), _templar=None,
+                           _task=SimpleNamespace())
 
 
 TASK_VARS = {
