@@ -16,7 +16,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
-from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, run_on
+from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, host_problem, run_on
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import fields as model_fields
 
@@ -43,14 +43,19 @@ class ActionModule(ActionBase):
         run_id, problem = dt.requested_run_id(args["run_id"], task_vars.get("flodl_run_id"), task_vars.get("flodl_launch"))
         if problem:
             return fail_result(result, [f"controller: {problem}"], "no detached run to report on")
-        run, why = find_run(ctx.project_dir, run_id)
+        run, why, records = find_run(ctx.project_dir, run_id)
         if run is None:
             return fail_result(result, [f"controller: {why}"], "no detached run to report on")
+        refused = host_problem(self, task_vars, run)
+        if refused:
+            result["record_problems"] = records + [refused]
+            return fail_result(result, [f"controller: {refused}"], "the run record was refused")
         deadline = time.monotonic() + max(0.0, args["wait_seconds"])
         while True:
-            launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run.pid, run.log, args["lines"]))
+            launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run, args["lines"]))
             alive, tail = dt.parse_status(launcher.stdout) if launcher.ok else (None, [])
-            verdict = dt.run_state(alive, dt.parse_exit(launcher.stdout), launcher.error or "no answer")
+            verdict = dt.run_state(alive, dt.parse_exit(launcher.stdout), launcher.error or "no answer",
+                                   dt.parse_proof(launcher.stdout) if launcher.ok else None)
             if verdict.state != "running" or time.monotonic() >= deadline:
                 break
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -67,15 +72,20 @@ class ActionModule(ActionBase):
                 per_host[name] = entry("unreachable", f"could not ask {host} ({res.error or res.returncode})")
             else:
                 per_host[name] = entry("ok", f"{count} rank process(es) of {bins[host]} running", running=count)
-        state = {"1": "running", "0": "ended"}.get(str(alive), f"unknown ({launcher.error or 'no answer'})")
+        state = "not this run's" if verdict.state == "unproven" else {"1": "running", "0": "ended"}.get(
+            str(alive), f"unknown ({launcher.error or 'no answer'})")
         waited = args["wait_seconds"] > 0 and verdict.state == "running"
         summary = verdict.summary + (f" after waiting {args['wait_seconds']:g}s for it to end" if waited else "")
         display.display("\n".join([f"flodl run {run.run_id} on {run.launch_host}: {summary} "
                                    f"(pid {run.pid}); log {run.log}", *[f"  | {line}" for line in tail],
                                    *[f"  {name}: {e['msg']}" for name, e in per_host.items()]]))
+        for problem in records:
+            display.warning(f"flodl status: run record refused: {problem}")
         result.update(changed=False, run_id=run.run_id, launch_host=run.launch_host, pid=run.pid, log_file=run.log,
                       launcher=state, state=verdict.state, rc=verdict.rc, log_tail=tail, per_host=per_host,
-                      msg=f"run {run.run_id}: {summary}")
+                      record_problems=records,
+                      msg=f"run {run.run_id}: {summary}" + (f"; {len(records)} other run record(s) refused: "
+                                                            + "; ".join(records) if records else ""))
         # Explicit, always: Ansible reads a present non-zero "rc" (None included) as failed otherwise.
-        result["failed"] = verdict.failed or waited
+        result["failed"] = verdict.failed or waited or bool(records)
         return result

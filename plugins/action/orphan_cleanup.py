@@ -41,9 +41,11 @@ class ActionModule(ActionBase):
                              for h, (_w, b) in targets.items()})
             result.update(changed=False, per_host=per_host, envelope_source=source)
             return result
-        launcher_note = stop_detached(self, task_vars, ctx.project_dir) if args["stop_launcher"] else None
-        if launcher_note:
-            display.display(f"flodl teardown: {launcher_note}")
+        notes, records = stop_detached(self, task_vars, ctx.project_dir) if args["stop_launcher"] else ([], [])
+        for note in notes:
+            display.display(f"flodl teardown: {note}")
+        for problem in records:
+            display.warning(f"flodl teardown: run record refused, nothing of it was signalled: {problem}")
         stopped, warnings = orphans.stop_orphans(ctx, targets, float(args["timeout"]))
         per_host.update(stopped)
         jobs = targets
@@ -52,6 +54,8 @@ class ActionModule(ActionBase):
         for warning in warnings:
             display.warning(warning)
         result.update(changed=any(e["status"] == "changed" for e in per_host.values()), per_host=per_host,
-                      envelope_source=source, summary=lines, launcher=launcher_note,
-                      msg=f"orphan cleanup ran on {len(jobs)} host(s), {len(warnings)} warning(s)")
+                      envelope_source=source, summary=lines, launcher="; ".join(notes) or None,
+                      record_problems=records,
+                      msg=f"orphan cleanup ran on {len(jobs)} host(s), {len(warnings)} warning(s)"
+                      + (f", {len(records)} run record(s) refused" if records else ""))
         return result

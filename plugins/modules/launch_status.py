@@ -19,6 +19,9 @@ description:
     ends. Fails when the run failed - it ended with a non-zero code, it ended without recording one (stopped by
     teardown, or its session was killed), or the launch host did not answer - so a workflow's next step can
     branch on it. A running run passes, unless O(wait_seconds) ran out first.
+  - The record is never trusted. Before the pid is reported as the launcher, the launch host proves it is this
+    run's (the leader of its own session, of the user asking, started when the record says, running the recording
+    wrapper of this run's log). A record naming a launch host outside the inventory is refused before any contact.
   - Changes nothing. Used by the C(flodl.cluster.status) playbook.
 options:
   run_id:
@@ -71,14 +74,21 @@ launcher:
   returned: when a run was found
   type: str
 state:
-  description: C(running), C(succeeded), C(failed) (non-zero exit code), C(stopped) (ended without an exit code) or
-    C(unknown).
+  description: C(running), C(succeeded), C(failed) (non-zero exit code), C(stopped) (ended without an exit code),
+    C(unproven) (the record's pid is a live process that is not this run's launcher - a forged record, or a pid
+    reused after the run ended - reported, never signalled) or C(unknown).
   returned: when a run was found
   type: str
 rc:
   description: The launch command's exit code, once the run has ended and recorded it; null otherwise.
   returned: when a run was found
   type: int
+record_problems:
+  description: Run records refused while looking for the latest run (unreadable, a pid of 1 or less); the task
+    fails when there is any.
+  returned: when a run was found
+  type: list
+  elements: str
 log_file:
   description: The run's log on the launch host.
   returned: success

@@ -30,8 +30,12 @@ options:
     default: 30
   stop_launcher:
     description:
-      - First stop the launcher of the latest detached run (C(flodl_launch_detach)), if its session is still alive on
-        its launch host (TERM to the session, KILL after 10 s).
+      - First stop the launcher of every recorded detached run (C(flodl_launch_detach)) whose session is still alive
+        on its launch host (TERM to the session, KILL after 10 s), one ssh per launch host.
+      - A run record is never trusted. The launch host first proves that the recorded pid is that run's launcher
+        (the leader of its own session, of the user asking, started when the record says, running the recording
+        wrapper of that run's log); a pid of 1 or less, a record naming a host outside the inventory, or a pid that
+        fails the proof is refused, nothing of it is signalled, and it is reported in RV(record_problems).
     type: bool
     default: true
 attributes:
@@ -60,6 +64,18 @@ skipped_hosts:
   returned: always
   type: list
   elements: str
+record_problems:
+  description:
+    - The run records refused, each with its path and why (unreadable, a pid of 1 or less, a launch host outside
+      the inventory, or a live process that is not the run's launcher). Nothing of them was signalled. The
+      C(flodl.cluster.teardown) playbook fails when this is not empty.
+  returned: always
+  type: list
+  elements: str
+launcher:
+  description: What was stopped of the detached runs' launchers, or null.
+  returned: always
+  type: str
 run_model_use:
   description: How this step got the run model (C(source), C(validations), C(connections_resolved)); see docs/architecture.md, One run model per run.
   returned: when the run was read

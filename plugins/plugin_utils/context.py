@@ -115,5 +115,7 @@ def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool
     """True for this machine: localhost, the controller's own name, or a host on the local connection."""
     if name in LOCAL_HOSTS or name == socket.gethostname():
         return True
-    raw = ((task_vars.get("hostvars") or {}).get(name) or {}).get("ansible_connection")
+    hostvars = task_vars.get("hostvars") or {}
+    # Membership first: Ansible's hostvars answer an unknown name with a marker that fails outside a template.
+    raw = (hostvars.get(name) or {}).get("ansible_connection") if name in hostvars else None
     return raw is not None and str(templar.template(raw) if templar is not None else raw) == "local"

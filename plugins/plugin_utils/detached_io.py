@@ -51,28 +51,44 @@ def write_record(project_dir: str, run: dt.DetachedRun) -> str:
     return atomic_write(directory, dt.record_name(run.run_id), run.to_json(), 0o640)
 
 
-def find_run(project_dir: str, run_id: str | None) -> tuple[dt.DetachedRun | None, str | None]:
-    """The named run (or the latest one), or why there is none."""
+def read_records(project_dir: str, run_id: str | None = None) -> tuple[list[dt.DetachedRun], list[str]]:
+    """The run records (the named one, or all, newest first, at most MAX_RECORDS) and what was wrong with others."""
     directory = runs_dir(project_dir)
     names = [dt.record_name(run_id)] if run_id else sorted(n for n in _list(directory) if n.endswith(".json"))
-    runs: dict[str, dt.DetachedRun] = {}
+    runs: list[dt.DetachedRun] = []
     problems = []
     for name in names:
         try:
             data = read_capped(os.path.join(directory, name), dt.MAX_RECORD_BYTES, follow=False)
         except OSError as exc:
-            problems.append(f"{name}: {exc.strerror}")
+            problems.append(f"{os.path.join(directory, name)}: {exc.strerror}")
             continue
         run, problem = dt.parse_record(data)
         if run is None:
-            problems.append(f"{name}: {problem}")
+            problems.append(f"{os.path.join(directory, name)}: {problem}")
         else:
-            runs[run.run_id] = run
-    found = dt.latest(runs)
-    if found is None:
-        why = "; ".join(problems) or f"no detached run is recorded under {directory}"
-        return None, why
-    return found, None
+            runs.append(run)
+    runs.sort(key=lambda r: r.started, reverse=True)
+    return runs[:MAX_RECORDS], problems
+
+
+def find_run(project_dir: str, run_id: str | None) -> tuple[dt.DetachedRun | None, str | None, list[str]]:
+    """The named run (or the latest one), or why there is none; and the records that could not be used."""
+    runs, problems = read_records(project_dir, run_id)
+    if not runs:
+        why = "; ".join(problems) or f"no detached run is recorded under {runs_dir(project_dir)}"
+        return None, why, problems
+    return runs[0], None, problems
+
+
+def host_problem(action: Any, task_vars: Mapping[str, Any], run: dt.DetachedRun) -> str | None:
+    """Why the record's launch host is not one this play may ask: neither this machine nor an inventory host."""
+    if is_local_host(run.launch_host, task_vars, action._templar) or run.launch_host in (task_vars.get("hostvars") or {}):
+        return None
+    return (f"the record of detached run {run.run_id} names launch host {run.launch_host!r}, which is neither this "
+            "machine nor an inventory host: it is not this inventory's run (a forged or foreign record); nothing "
+            f"was asked or signalled there; remove {os.path.join('target/cluster/runs', dt.record_name(run.run_id))} "
+            "if it is not yours, or add the host to the inventory")
 
 
 def _list(directory: str) -> list[str]:
@@ -101,7 +117,7 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
         why = res.error or (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1][:300]
         result.update(failed=True, msg=f"flodl launch: could not start the detached run on {host}: {why}")
         return result
-    run = dt.new_record(run_id, host, pid, log, args["command"])
+    run = dt.new_record(run_id, host, pid, log, args["command"], dt.parse_start(res.stdout))
     project_dir = task_vars.get("flodl_project_dir") or task_vars.get("flodl_controller_path") or args["chdir"]
     record = write_record(str(action._templar.template(project_dir)), run)
     result.update(changed=True, detached=True, run_id=run_id, pid=pid, log_file=log, launch_host=host,
@@ -113,15 +129,60 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
     return result
 
 
-def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str, grace: float = 10.0) -> str | None:
-    """Stop the latest detached run's launcher session, if one is recorded and alive; what happened."""
-    run, _why = find_run(project_dir, None)
-    if run is None:
-        return None
-    res = run_on(action, task_vars, run.launch_host, dt.stop_script(run.pid, grace), timeout=grace + 30)
-    alive, _rest = dt.parse_status(res.stdout) if res.ok else (None, [])
+def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str,
+                  grace: float = 10.0) -> tuple[list[str], list[str]]:
+    """Stop every recorded detached run whose launcher the launch host proves live and its own.
+
+    One script per launch host for all its records. (what was stopped, problems): a record that does not
+    parse, names a host outside the inventory, or whose pid is a live process that is not its launcher is a
+    problem, and nothing of it is signalled.
+    """
+    runs, problems = read_records(project_dir)
+    by_host: dict[str, list[dt.DetachedRun]] = {}
+    for run in runs:
+        problem = host_problem(action, task_vars, run)
+        if problem:
+            problems.append(problem)
+        else:
+            by_host.setdefault(run.launch_host, []).append(run)
+    stopped: list[str] = []
+    for host, host_runs in by_host.items():
+        script = "; ".join(f"echo {RUN_MARK}={r.run_id}; {dt.stop_script(r, grace)}" for r in host_runs)
+        res = run_on(action, task_vars, host, script, timeout=grace * len(host_runs) + 30)
+        answers = _per_run(res.stdout) if res.ok else {}
+        for run in host_runs:
+            done, problem = _judge_stop(run, answers.get(run.run_id), res.error or f"exit {res.returncode}")
+            stopped += [done] if done else []
+            problems += [problem] if problem else []
+    return stopped, problems
+
+
+RUN_MARK = "__FLODL_RUN__"
+MAX_RECORDS = 64  # newest first: a project that keeps more records is asked about these only
+
+
+def _per_run(stdout: str) -> dict[str, str]:
+    """The launch host's answer, cut into one block per run (the lines after each run mark)."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(RUN_MARK + "="):
+            current = blocks.setdefault(line.split("=", 1)[1].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {run_id: "\n".join(lines) for run_id, lines in blocks.items()}
+
+
+def _judge_stop(run: dt.DetachedRun, answer: str | None, why: str) -> tuple[str | None, str | None]:
+    """(what was stopped, problem) for one record."""
+    where = f"detached run {run.run_id} on {run.launch_host} (pid {run.pid})"
+    if answer is None:
+        return None, f"could not ask about {where}: {why}"
+    alive, _rest = dt.parse_status(answer)
+    proof = dt.parse_proof(answer)
     if alive == "stopped":
-        return f"stopped the launcher of detached run {run.run_id} on {run.launch_host} (pid {run.pid})"
-    if alive == "0":
-        return None
-    return f"could not stop the launcher of detached run {run.run_id} on {run.launch_host}: {res.error or res.returncode}"
+        return f"stopped the launcher of {where}", None
+    if proof in (None, "ok", "gone") or dt.parse_exit(answer) is not None:
+        return None, None  # ended: nothing to stop
+    return None, (f"{where}: " + dt.run_state("0", None, proof=proof).summary
+                  + f"; remove {os.path.join('target/cluster/runs', dt.record_name(run.run_id))} if it is not yours")

@@ -77,11 +77,12 @@ def test_a_running_run_is_reported_then_stopped_by_its_session(case, run, tmp_pa
 
     action = make_action(ACTION, loaded)
     stopped = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1)
-    assert stopped == f"stopped the launcher of detached run {started['run_id']} on localhost (pid {started['pid']})"
+    assert stopped == ([f"stopped the launcher of detached run {started['run_id']} on localhost (pid {started['pid']})"],
+                       [])
     gone(started["pid"])
     after = run(loaded)
     assert after["state"] == "stopped" and after["failed"] is True and after["launcher"] == "ended"
-    assert detached_io.stop_detached(action, loaded.task_vars, str(tmp_path)) is None  # nothing left to stop
+    assert detached_io.stop_detached(action, loaded.task_vars, str(tmp_path)) == ([], [])  # nothing left to stop
 
 
 def test_a_run_that_exits_non_zero_fails_status_with_its_code(case, run, tmp_path, monkeypatch, stop_later):
@@ -130,8 +131,40 @@ def test_a_broken_record_is_named_and_the_latest_good_one_is_found(tmp_path):
     runs = Path(detached_io.runs_dir(str(tmp_path)))
     runs.mkdir(parents=True)
     (runs / "ffffffffffffffff.json").write_text("{not json", encoding="utf-8")
-    run, why = detached_io.find_run(str(tmp_path), None)
-    assert run is None and why.startswith("ffffffffffffffff.json: ")
+    run, why, problems = detached_io.find_run(str(tmp_path), None)
+    assert run is None and why.startswith(str(runs / "ffffffffffffffff.json: ")) and problems == [why]
+
+
+def test_a_record_whose_pid_is_not_its_launcher_is_reported_and_left_alone(case, run, tmp_path, stop_later):
+    """A forged record naming a live session leader of this machine: status and teardown leave it be."""
+    import subprocess
+
+    loaded = status_case(case)
+    started = start(loaded, tmp_path, "exec sleep 30")
+    stop_later(started["pid"])
+    other = subprocess.Popen(["setsid", "sleep", "30"])
+    stop_later(other.pid)
+    record = Path(started["record"])
+    record.write_text(record.read_text(encoding="utf-8").replace(f'"pid": {started["pid"]}', f'"pid": {other.pid}'),
+                      encoding="utf-8")
+    status = run(loaded)
+    assert (status["state"], status["launcher"], status["failed"]) == ("unproven", "not this run's", True)
+    action = make_action(ACTION, loaded)
+    stopped, problems = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1)
+    assert stopped == [] and len(problems) == 1 and f"(pid {other.pid}): the process at the record's pid" in problems[0]
+    assert other.poll() is None and os.path.exists(f"/proc/{started['pid']}")  # neither was signalled
+
+
+def test_a_record_naming_a_host_outside_the_inventory_is_refused_before_contact(case, run, tmp_path):
+    loaded = status_case(case)
+    started = start(loaded, tmp_path, "true")
+    record = Path(started["record"])
+    record.write_text(record.read_text(encoding="utf-8").replace('"launch_host": "localhost"',
+                                                                 '"launch_host": "nowhere"'), encoding="utf-8")
+    status = run(loaded)
+    assert status["failed"] is True and "names launch host 'nowhere'" in status["problems"][0]
+    stopped, problems = detached_io.stop_detached(make_action(ACTION, loaded), loaded.task_vars, str(tmp_path))
+    assert stopped == [] and "neither this machine nor an inventory host" in problems[0]
 
 
 def run_module():

@@ -186,8 +186,8 @@ def test_detached_run_record_planted_as_fifo_is_reported_not_read(tmp_path):
     directory = tmp_path / "target" / "cluster" / "runs"
     directory.mkdir(parents=True)
     fifo(directory / "r1.json")
-    run, why = bounded(lambda: detached_io.find_run(str(tmp_path), None))
-    assert run is None and "r1.json" in why and "not a regular file" in why
+    run, why, problems = bounded(lambda: detached_io.find_run(str(tmp_path), None))
+    assert run is None and "r1.json" in why and "not a regular file" in why and problems == [why]
 
 
 def test_overlay_planted_as_fifo_is_replaced_without_blocking(tmp_path):

@@ -1,6 +1,7 @@
 """A detached run records its exit code; status turns it into a verdict (run with the real /bin/sh)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -11,9 +12,11 @@ import pytest
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import END_MARK
 
+RID = "0123456789abcdef"
 
-def start(tmp_path, command: str) -> tuple[int, str]:
-    log = str(tmp_path / "logs" / "launch-x.log")
+
+def start(tmp_path, command: str) -> dt.DetachedRun:
+    log = str(tmp_path / "logs" / f"launch-x-{RID}.log")
     script = dt.detach_script(str(tmp_path), command, log)
     proc = subprocess.run(["/bin/sh", "-c", script], input=f"FLODL_T=1\n{END_MARK}\n".encode(), capture_output=True,
                           timeout=10, check=True)
@@ -23,7 +26,7 @@ def start(tmp_path, command: str) -> tuple[int, str]:
     deadline = time.monotonic() + 10
     while _pgid(pid) not in (pid, None) and time.monotonic() < deadline:
         time.sleep(0.005)
-    return pid, log
+    return dt.new_record(RID, "localhost", pid, log, command, dt.parse_start(proc.stdout.decode()))
 
 
 def _pgid(pid: int) -> int | None:
@@ -33,15 +36,15 @@ def _pgid(pid: int) -> int | None:
         return None  # already ended (a short command)
 
 
-def status(pid: int, log: str) -> str:
-    return subprocess.run(["/bin/sh", "-c", dt.status_script(pid, log, 5)], capture_output=True, text=True,
+def status(run: dt.DetachedRun) -> str:
+    return subprocess.run(["/bin/sh", "-c", dt.status_script(run, 5)], capture_output=True, text=True,
                           timeout=10, check=True).stdout
 
 
-def settle(pid: int, log: str) -> str:
+def settle(run: dt.DetachedRun) -> str:
     deadline = time.monotonic() + 10
     while True:
-        out = status(pid, log)
+        out = status(run)
         if dt.parse_status(out)[0] == "0" or time.monotonic() > deadline:
             return out
         time.sleep(0.05)
@@ -52,8 +55,8 @@ def settle(pid: int, log: str) -> str:
     ("echo hello $FLODL_T", "succeeded", 0),
 ])
 def test_the_exit_code_is_recorded_and_judged(tmp_path, command, state, rc):
-    pid, log = start(tmp_path, command)
-    out = settle(pid, log)
+    run = start(tmp_path, command)
+    out = settle(run)
     alive, tail = dt.parse_status(out)
     assert alive == "0" and tail == ["hello 1"]
     verdict = dt.run_state(alive, dt.parse_exit(out))
@@ -62,14 +65,16 @@ def test_the_exit_code_is_recorded_and_judged(tmp_path, command, state, rc):
 
 
 def test_a_stopped_run_records_no_code_and_fails(tmp_path):
-    pid, log = start(tmp_path, "sleep 30")
-    out = status(pid, log)
-    assert dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out)).state == "running"
-    stop = subprocess.run(["/bin/sh", "-c", dt.stop_script(pid, 2)], capture_output=True, text=True, timeout=20,
+    run = start(tmp_path, "sleep 30")
+    assert run.proc_start.isdigit()  # the launch host's own start time, for the proof
+    out = status(run)
+    assert dt.parse_proof(out) == "ok"
+    assert dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out), proof=dt.parse_proof(out)).state == "running"
+    stop = subprocess.run(["/bin/sh", "-c", dt.stop_script(run, 2)], capture_output=True, text=True, timeout=20,
                           check=False)
     assert dt.parse_status(stop.stdout)[0] == "stopped"
-    out = settle(pid, log)
-    verdict = dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out))
+    out = settle(run)
+    verdict = dt.run_state(dt.parse_status(out)[0], dt.parse_exit(out), proof=dt.parse_proof(out))
     assert (verdict.state, verdict.rc, verdict.failed) == ("stopped", None, True)
 
 
@@ -82,18 +87,79 @@ def test_an_unreaped_launcher_counts_as_ended(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert subprocess.run(["kill", "-0", str(zombie.pid)], check=False).returncode == 0
-        assert dt.parse_status(status(zombie.pid, str(tmp_path / "launch-x.log")))[0] == "0"
+        out = status(_record(zombie.pid, tmp_path))
+        assert (dt.parse_status(out)[0], dt.parse_proof(out)) == ("0", "gone")
     finally:
         zombie.wait()
 
 
-def test_a_live_launcher_is_running(tmp_path):
-    live = subprocess.Popen(["sleep", "30"])
+def _record(pid: int, tmp_path, proc_start: str = "") -> dt.DetachedRun:
+    return dt.new_record(RID, "localhost", pid, str(tmp_path / "logs" / f"launch-x-{RID}.log"), "train", proc_start)
+
+
+def _live(argv: list[str]) -> subprocess.Popen:
+    proc = subprocess.Popen(argv)
+    deadline = time.monotonic() + 10
+    while _pgid(proc.pid) != proc.pid and time.monotonic() < deadline:  # setsid has run
+        time.sleep(0.005)
+    return proc
+
+
+@pytest.mark.parametrize("how, word", [
+    ("unrelated", "session"),   # any process: not the leader of a session of its own
+    ("session", "command"),     # a session leader, but not the recording wrapper of this run's log
+    ("other_user", "user"),     # the wrapper's command line, as another user
+    ("wrong_start", "start"),   # the wrapper's command line, started at another time than recorded
+])
+def test_a_live_process_that_is_not_the_runs_launcher_is_never_running_nor_signalled(tmp_path, how, word):
+    """A forged record (or a pid reused after the run): status reports it as not this run's, stop leaves it be."""
+    exit_path = dt.exit_file(str(tmp_path / "logs" / f"launch-x-{RID}.log"))
+    argv = {
+        "unrelated": ["sleep", "30"],
+        "session": ["setsid", "sleep", "30"],
+        "other_user": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                       "setsid", "/bin/sh", "-c", "sleep 30", "sh", exit_path],
+        "wrong_start": ["setsid", "/bin/sh", "-c", "sleep 30", "sh", exit_path],
+    }[how]
+    live = _live(argv)
     try:
-        assert dt.parse_status(status(live.pid, str(tmp_path / "launch-x.log")))[0] == "1"
+        run = _record(live.pid, tmp_path, "1" if how == "wrong_start" else "")
+        out = status(run)
+        assert (dt.parse_status(out)[0], dt.parse_proof(out)) == ("0", word)
+        verdict = dt.run_state("0", dt.parse_exit(out), proof=word)
+        assert (verdict.state, verdict.failed) == ("unproven", True)
+        assert "not this run's launcher" in verdict.summary and "nothing was signalled" in verdict.summary
+        stop = subprocess.run(["/bin/sh", "-c", dt.stop_script(run, 1)], capture_output=True, text=True,
+                              timeout=20, check=False)
+        assert dt.parse_status(stop.stdout)[0] == "0" and dt.parse_proof(stop.stdout) == word
+        assert live.poll() is None  # still running: nothing was signalled
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.parametrize("pid", [1, 0, -1])
+def test_pid_one_and_below_are_never_scripted(tmp_path, pid):
+    run = dt.DetachedRun(RID, "localhost", pid, str(tmp_path / "x.log"), "train", 0.0)
+    for script in (lambda: dt.stop_script(run, 1), lambda: dt.status_script(run, 5)):
+        with pytest.raises(ValueError, match="never a launcher"):
+            script()
+
+
+@pytest.mark.parametrize("pid", [1, 0, -1, True, "7", 2**31])
+def test_a_record_with_pid_one_or_below_does_not_parse(pid):
+    body = {"format": dt.FORMAT, "run_id": RID, "launch_host": "localhost", "pid": pid, "log": "/x.log",
+            "command": "train", "started": 1.0}
+    run, problem = dt.parse_record(json.dumps(body).encode())
+    assert run is None and "pid" in problem
+
+
+def test_a_record_without_a_start_time_still_parses_and_a_bad_one_does_not():
+    body = {"format": dt.FORMAT, "run_id": RID, "launch_host": "localhost", "pid": 42, "log": "/x.log",
+            "command": "train", "started": 1.0}
+    assert dt.parse_record(json.dumps(body).encode())[0].proc_start == ""
+    body["proc_start"] = "12; kill -9 -1"
+    assert "proc_start" in dt.parse_record(json.dumps(body).encode())[1]
 
 
 def test_an_unanswered_status_fails():
@@ -105,8 +171,6 @@ def test_an_unanswered_status_fails():
 def test_only_a_plain_code_is_read(text, rc):
     assert dt.parse_exit(f"__FLODL_ALIVE__=0\n{dt.EXIT_MARK}={text}\nlog line\n") == rc
 
-
-RID = "0123456789abcdef"
 
 
 @pytest.mark.parametrize("given, var, artifact, want", [
