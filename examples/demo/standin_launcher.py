@@ -23,8 +23,11 @@ environment flodl.cluster prepares is complete and correct:
   demo wants every host's result) and exits with the worst (highest) exit
   code, after running the cleanup again.
 
-What it does NOT do: no join window, no HMAC, no rendezvous, no rank
-children. The remote program it starts is the prebuilt binary itself, which
+With ``controller.join.discovery: true`` (flodl.cluster's ``walk_in`` mode) it
+starts no host: it opens a join window for the walk-in agents Ansible starts
+(``standin_walkin.py``).
+
+What it does NOT do: no HMAC, no rendezvous, no rank children. The remote program it starts is the prebuilt binary itself, which
 in the demo *is* the "rank" (it prints its variant, host and cwd). A worker
 on the controller's own box is started directly (``target/release/<cmd>``
 when built, else ``cargo run --release --bin <cmd>``).
@@ -225,6 +228,8 @@ def local_argv(cmd: str, args: list[str]) -> list[str]:
 
 def main(args: list[str]) -> int:
     topo = load_topology()
+    if ((topo.get("controller") or {}).get("join") or {}).get("discovery"):
+        return walk_in(topo)
     envelope = load_envelope()
     me = my_hostname()
     port = int(topo["controller"]["port"])
@@ -289,6 +294,29 @@ def main(args: list[str]) -> int:
         worst = 143
     say(f"[standin-launcher] done: worst exit code {worst}")
     return worst
+
+
+def walk_in(topo: dict) -> int:
+    """A roster-free window: Ansible starts the agents, they dial in (standin_walkin.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from standin_walkin import WalkInError, Window  # noqa: E402  (the walk-in half, apart)
+
+    try:
+        window = Window(topo, say, float(os.environ.get("FLODL_NET_TIMEOUT_SCALE") or 1))
+    except WalkInError as exc:
+        say(f"cluster launcher: {exc}", sys.stderr)
+        return 2
+
+    def on_signal(signum, _frame):
+        say(f"[standin-launcher] {signal.Signals(signum).name}: closing the window, every agent stops")
+        window._close_all()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    code = window.run()
+    say(f"[standin-launcher] done: worst exit code {code}")
+    return code
 
 
 if __name__ == "__main__":

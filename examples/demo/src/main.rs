@@ -8,6 +8,11 @@
 //! * `FLODL_DEMO_STEPS`    - number of steps (default 3)
 //! * `FLODL_DEMO_SLEEP_S`  - sleep this many seconds before exiting (a long-running rank)
 //! * `FLODL_DEMO_FAIL_HOST=<host>:<code>[,<host>:<code>...]` - exit with `code` on `host`
+//!
+//! With `FLODL_INTERNAL_AGENT_JSON` set it is a walk-in agent first (agent.rs): it dials the
+//! stand-in's join window, runs the ranks it is given and reports their exit codes.
+mod agent;
+
 use std::env;
 use std::fs;
 use std::io::Write;
@@ -57,6 +62,9 @@ fn fail_code(host: &str) -> Option<i32> {
 }
 
 fn main() {
+    if let Some(code) = agent::run_if_agent(&host_name()) {
+        std::process::exit(code);
+    }
     let host = host_name();
     let cwd = env::current_dir()
         .map(|p| p.display().to_string())
