@@ -11,6 +11,7 @@ APT_PACKAGES=(
   musl musl-tools docker.io debootstrap git rsync
   iptables  # the AWX job pod of the tests (tests/harness/pod.py) drops connections into it
   shellcheck  # ansible-test sanity skips its shellcheck test without it
+  locales  # ansible-test runs under en_US.UTF-8, and warns when it has to fall back to C.UTF-8
 )
 
 log() { printf '[bootstrap] %s\n' "$*"; }
@@ -30,6 +31,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # DEBCONF_NOWARNINGS: no "delaying package configuration, since apt-utils is not installed" on a minimal image
   DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
+  log "locale en_US.UTF-8"
+  localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
 fi
 
 if [ -x "$REPO_ROOT/scripts/install-docker-tools.sh" ]; then
@@ -78,13 +84,16 @@ make_venv() {
 # molecule; plus the `ansible` package for awx.awx, so ansible-lint checks the
 # arguments of examples/awx/configure.yml against the real modules.
 # galaxy-importer caps ansible-lint, so keep the two ranges aligned.
+# cryptography 51 deprecates DSA, and ansible-core (2.19 to 2.21, its ssh-agent code) imports the DSA classes
+# at start: every ansible command would print a CryptographyDeprecationWarning. Capped until ansible-core stops.
+# A changed list changes the stamp, so the next bootstrap rebuilds the venv.
 # The two venvs at the same time: pip spends much of its time downloading and unpacking.
-make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-lint>=25,<27' \
+make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'cryptography<51' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-lint>=25,<27' \
   'ansible-builder>=3.1,<4' 'galaxy-importer>=0.4.30,<0.5' \
   'antsibull-docs>=2.16,<3' 'antsibull-changelog>=0.30,<1' \
   'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13' &
 venv_219=$!
-make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3' &
+make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'cryptography<51' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3' &
 venv_221=$!
 venvs_ok=true
 wait "$venv_219" || venvs_ok=false

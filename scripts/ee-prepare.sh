@@ -24,4 +24,6 @@ collections:
     type: file
 EOF
 echo "ee-prepare: $EE_DIR/$tarball and $EE_DIR/requirements.yml are ready; next:"
-echo "  ansible-builder build -f execution-environment.yml -t flodl-cluster-ee:${tarball#flodl-cluster-}" | sed 's/\.tar\.gz$//'
+# -c: ansible-builder's build context outside the checkout (its default is context/ in the current directory).
+echo "  ansible-builder build -f execution-environment.yml -c /tmp/flodl-cluster-ee-context" \
+  "-t flodl-cluster-ee:${tarball#flodl-cluster-}" | sed 's/\.tar\.gz$//'

@@ -113,14 +113,18 @@ molecule_part() {
     if "$tools/ansible-galaxy" collection build "$REPO_ROOT" --output-path "$mol_work" --force >/dev/null &&
       "$tools/ansible-galaxy" collection install "$mol_work"/flodl-cluster-*.tar.gz -p "$mol_work/collections" \
         --force --offline >/dev/null 2>&1; then
-      # One `molecule test -s` per scenario, each with an ephemeral directory of its own:
-      # molecule's default one is named after the basename "extensions" only, which every
-      # checkout of this collection shares (concurrent runs would tear each other's hosts down).
+      # One `molecule test -s` per scenario. molecule keeps each scenario's ephemeral directory under
+      # ANSIBLE_HOME, named after the basename "extensions" only, which every checkout of this collection
+      # shares (concurrent runs would tear each other's hosts down): an ANSIBLE_HOME of this run's own.
+      # Not MOLECULE_EPHEMERAL_DIRECTORY: that is one directory for every scenario molecule loads, whose
+      # shared state then warns that the other scenario's molecule.yml "has been modified".
+      # The installed tarball comes first in ANSIBLE_COLLECTIONS_PATH; sys.path is still scanned (after
+      # it): with ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false, molecule warns that it cannot patch its paths.
       for scenario_yml in "$REPO_ROOT"/extensions/molecule/*/molecule.yml; do
         scenario="$(basename "$(dirname "$scenario_yml")")"
         (cd "$REPO_ROOT/extensions" &&
-          MOLECULE_EPHEMERAL_DIRECTORY="$mol_work/ephemeral-$scenario" PATH="$tools:$PATH" \
-            ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false \
+          ANSIBLE_HOME="$mol_work/ansible-home" PATH="$tools:$PATH" \
+            ANSIBLE_COLLECTIONS_PATH="$mol_work/collections" \
             "$tools/molecule" test -s "$scenario")
         record "molecule $scenario" $?
       done

@@ -1,4 +1,4 @@
-"""Every plugin and role of the installed collection documents itself."""
+"""Every plugin and role of the installed collection documents itself; the sample fdl project works."""
 from __future__ import annotations
 
 import re
@@ -10,6 +10,7 @@ from conftest import REPO_ROOT, run_ansible
 
 MODULES = sorted(p.stem for p in (REPO_ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
 ROLES = sorted(p.name for p in (REPO_ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").exists())
+SAMPLE_PROJECT = REPO_ROOT / "examples" / "fdl-project"
 
 
 def test_every_phase_has_a_module_and_role() -> None:
@@ -72,3 +73,27 @@ def test_role_argument_spec_renders(role_docs, role: str) -> None:
 def test_playbooks_are_installed(installed_collection) -> None:
     root = Path(installed_collection.collections_path) / "ansible_collections" / "flodl" / "cluster" / "playbooks"
     assert sorted(p.stem for p in root.glob("*.yml")) == ["cluster_train", "launch", "prebuild", "preflight", "status", "teardown"]
+
+
+def test_sample_fdl_project_graph_without_a_warning(installed_collection) -> None:
+    # docs/inventory.md's quick start, run in the sample project with Ansible's default settings (no
+    # ansible.cfg there): the workers in file order, one group per libtorch variant, and nothing on stderr,
+    # not even a warning from Ansible's own dependencies.
+    proc = run_ansible(installed_collection, ["ansible-inventory", "-i", "cluster.fdl_cluster.yml", "--graph"],
+                       cwd=SAMPLE_PROJECT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "@all:",
+        "  |--@ungrouped:",
+        "  |--@flodl_workers:",
+        "  |  |--gpu-a",
+        "  |  |--gpu-b",
+        "  |  |--gpu-c",
+        "  |--@arch_precompiled_cu128:",
+        "  |  |--gpu-a",
+        "  |--@arch_precompiled_cu126_pt27:",
+        "  |  |--gpu-b",
+        "  |--@arch_precompiled_rocm63:",
+        "  |  |--gpu-c",
+    ]
+    assert proc.stderr == "", proc.stderr
