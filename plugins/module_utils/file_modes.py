@@ -93,7 +93,7 @@ def make_dirs(path: str, mode: int, parent_mode: int = DIR_MODE) -> str:
             if not os.path.isdir(directory):
                 raise
             continue
-        _chmod_own(directory, lambda _old, d=directory: mode if d == path else parent_mode)
+        _chmod_own(directory, _exactly(mode if directory == path else parent_mode))
     return path
 
 
@@ -106,12 +106,25 @@ def tighten_tree(root: str) -> int:
     paths = [root]
     for directory, dirs, files in os.walk(root):
         paths.extend(os.path.join(directory, name) for name in dirs + files)
-    return sum(1 for path in paths if _chmod_own(path, without_loose_bits, only_loose=True))
+    # A look at each name first: only the few with loose bits are opened (a target dir holds thousands).
+    return sum(1 for path in paths if _looks_loose(path) and _chmod_own(path, without_loose_bits, only_loose=True))
+
+
+def _looks_loose(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return not stat.S_ISLNK(st.st_mode) and bool(loose_bits(st.st_mode))
 
 
 def set_exact_mode(path: str, mode: int) -> bool:
     """Give ``path`` exactly ``mode``; False when it is a link, not ours, or gone."""
-    return _chmod_own(path, lambda _old: mode) or _mode_is(path, mode)
+    return _chmod_own(path, _exactly(mode)) or _mode_is(path, mode)
+
+
+def _exactly(mode: int) -> Callable[[int], int]:
+    return lambda _old: mode
 
 
 def _mode_is(path: str, mode: int) -> bool:
