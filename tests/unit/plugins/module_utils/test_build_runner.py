@@ -193,3 +193,26 @@ def test_under_umask_000_nothing_the_build_writes_is_group_or_world_writable(pro
         "target/cluster/w1/precompiled-cu128/prebuild.log", "target/cluster/prebuild-envelope.json",
         "target/cluster", "target/cluster/w2/precompiled-cu128/release")}
     assert list(modes.values()) == [0o755, 0o755, 0o640, 0o644, 0o755, 0o755], modes
+
+
+FAKE_DOCKER = """#!/bin/sh
+# docker compose run --rm SVC bash -c INNER: INNER runs here, the project standing in for /workspace, under
+# umask 000 (a container whose entrypoint loosened it: the umask of the build's shell does not reach it).
+for last; do :; done
+umask 000
+exec bash -c "$(printf '%s' "$last" | sed "s#/workspace#$PWD#g")"
+"""
+
+
+def test_a_docker_build_that_ignores_the_umask_is_tightened_after(project):
+    tools = project.parent / "bin"
+    (tools / "docker").write_text(FAKE_DOCKER, encoding="utf-8")
+    (tools / "docker").chmod(0o755)
+    out = build(params(project, [worker("w1"), worker("w2")], docker_service="cuda"), check_mode=False)
+    assert not out.get("failed"), out.get("msg")
+    assert out["mode"] == "docker"
+    log = (project / "target/cluster/w1/precompiled-cu128/prebuild.log").read_text(encoding="utf-8")
+    assert "(umask 0000)" in log  # the stand-in container did loosen it
+    release = project / "target/cluster/w1/precompiled-cu128/release"
+    assert [stat.S_IMODE(os.lstat(p).st_mode) for p in (release, release / "train")] == [0o755, 0o755]
+    assert stat.S_IMODE(os.lstat(project / "target/cluster/w2/precompiled-cu128/release/train").st_mode) == 0o755
