@@ -8,6 +8,12 @@ import errno
 import os
 import stat
 
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import (
+    DIR_MODE,
+    FILE_MODE,
+    make_dirs,
+    without_loose_bits,
+)
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildPlan
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import link_escape_problem
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, temp_name
@@ -23,7 +29,7 @@ def link_binary(source: str, dest: str) -> bool:
         if s.st_dev != d.st_dev and (s.st_size, s.st_mtime_ns) == (d.st_size, d.st_mtime_ns):
             return False
     directory, name = os.path.split(dest)
-    os.makedirs(directory, exist_ok=True)
+    make_dirs(directory, DIR_MODE)
     if os.path.islink(dest):
         raise OSError(errno.ELOOP, f"{dest} is a symbolic link; remove it (and check who planted it), then run again")
     # link() never follows or overwrites; the name is unpredictable so nobody can plant it first.
@@ -34,7 +40,7 @@ def link_binary(source: str, dest: str) -> bool:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EACCES):
             raise
         with open(source, "rb") as src:
-            atomic_write(directory, name, src, stat.S_IMODE(os.stat(source).st_mode))
+            atomic_write(directory, name, src, without_loose_bits(stat.S_IMODE(os.stat(source).st_mode)))
         return True
     os.replace(tmp, dest)
     return True
@@ -73,5 +79,5 @@ def _remove(path: str) -> None:
 
 def write_text(path: str, text: str) -> None:
     directory, name = os.path.split(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    atomic_write(directory, name, text, 0o644)
+    make_dirs(directory, DIR_MODE)
+    atomic_write(directory, name, text, FILE_MODE)

@@ -18,6 +18,13 @@ import subprocess
 import time
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import (
+    BIN_MODE,
+    BUILD_UMASK,
+    set_exact_mode,
+    tighten_tree,
+    with_umask,
+)
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, start_group
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import BuildStep
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import exit_reason, tail_lines, timeout_reason
@@ -114,18 +121,22 @@ def run_step(
     log = None
     try:
         # Every component checked before the next is created: never through a link out of the checkout.
-        make_dirs_under(project_root, step.target_rel)
+        target_dir = make_dirs_under(project_root, step.target_rel)
         # Created without following links and never world-readable (flodl_safe_files).
         log = open_log(step.log_path, truncate=True)
         log.write(f"# flodl prebuild for {', '.join(step.hosts)} ({step.arch})\n")
         log.write(f"# started: {out['started']}\n# cwd: {step.cwd}\n")
         for key in sorted(step.env):
             log.write(f"# env: {key}={step.env[key]}\n")
-        log.write(f"# command: {step.command}\n")
+        log.write(f"# umask: {BUILD_UMASK:03o}\n# command: {step.command}\n")
         log.flush()
         offset = log.tell()
-        rc = _run_bounded(["sh", "-c", step.command], step.cwd, _build_environ(extra_env, step.env, native), log, timeout,
-                          watch)
+        # cargo honours the umask: an explicit one, so that no output of the build is group- or world-writable.
+        rc = _run_bounded(["sh", "-c", with_umask(step.command)], step.cwd, _build_environ(extra_env, step.env, native),
+                          log, timeout, watch)
+        # What an earlier build left under a looser umask, and the binary every worker runs, set explicitly.
+        tighten_tree(target_dir)
+        set_exact_mode(step.binary, BIN_MODE)
         log.flush()
         log.seek(offset)
         output = log.read()

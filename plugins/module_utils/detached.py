@@ -109,7 +109,8 @@ def detach_script(cwd: str, command: str, log: str, shell: str = "/bin/sh") -> s
         f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {END_MARK} ] && break; "
         'export "$__flodl_line"; done',
         f"cd {always_quote(cwd)} || exit 97",
-        f"mkdir -p {always_quote(log_dir)} && umask 027 || exit 98",
+        # The umask first: the log directory (and any parent made with it) is 0750 whatever the caller's.
+        f"umask 027 && mkdir -p {always_quote(log_dir)} || exit 98",
         f"setsid {always_quote(shell)} -c {always_quote(_RECORDING_WRAPPER)} {always_quote(shell)} "
         f"{always_quote(command)} {always_quote(exit_file(log))} </dev/null >>{always_quote(log)} 2>&1 &",
         f"echo {PID_MARK}=$!",

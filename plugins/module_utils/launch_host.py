@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import SHELL_TIGHTEN_UMASK
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, data_path_script
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
@@ -52,6 +53,8 @@ def _lock_function(project_dir: str, run_id: str, max_age: int) -> str:
     return "\n".join([
         f"flodl_say() {{ __flodl_state=$1; echo {MARK_LOCK}=$1; }}",
         "flodl_lock() {",
+        # The lock (and target/cluster when it is made here) never group- or world-writable.
+        f"  {SHELL_TIGHTEN_UMASK}",
         f"  p={p}; d=\"$p/target/cluster\"; f=\"$d/run.lock\"",
         f"  h=$(hostname 2>/dev/null); case \"$h\" in ''|*[!{_SAFE}]*) h=unknown-host;; esac",
         f"  u=$(id -un 2>/dev/null); case \"$u\" in ''|*[!{_SAFE}]*) u=unknown;; esac",

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterable
 
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import DIR_MODE, make_dirs, set_exact_mode
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError
 
 TARGET_CLUSTER_REL = "target/cluster"
@@ -64,7 +65,8 @@ def _walk(root: str, rel: str, create_mode: int | None = None) -> tuple[str, str
             if create_mode is None:
                 return current, None
             try:
-                os.mkdir(current, create_mode)
+                os.mkdir(current, 0o700)  # private until its mode is set, whatever the umask
+                set_exact_mode(current, create_mode)
             except FileExistsError:
                 pass
             st = os.lstat(current)
@@ -86,15 +88,16 @@ def link_escape_problem(root: str, rel: str) -> str | None:
     return _walk(root, rel)[1]
 
 
-def make_dirs_under(root: str, rel: str, mode: int = 0o755) -> str:
+def make_dirs_under(root: str, rel: str, mode: int = DIR_MODE) -> str:
     """``root/rel`` as a directory inside ``root``, created one component at a time; returns it.
 
     Each component is checked before the next is created in it: a symbolic link whose target is
     outside ``root`` (links in ``root`` itself followed) or a non-directory is refused
     (UnsafePathError naming the component), so nothing is created or written through a link out
-    of the project; a link that stays inside ``root`` is allowed.
+    of the project; a link that stays inside ``root`` is allowed. Each directory created gets ``mode``
+    whatever the umask; existing ones are left as they are.
     """
-    os.makedirs(root, exist_ok=True)  # the root is the operator's; only what is under it is checked
+    make_dirs(root, DIR_MODE)  # the root is the operator's; only what is under it is checked
     path, problem = _walk(root, rel, mode)
     if problem:
         raise UnsafePathError(errno.EXDEV, problem)

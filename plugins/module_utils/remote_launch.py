@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import SHELL_TIGHTEN_UMASK
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_cleanup import PLAN_END
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
@@ -70,6 +71,8 @@ def wrapper_script(cwd: str, command: str, grace: float, shell: str = "/bin/sh",
             'no orphan cleanup from this host if the job dies" >&2',
         ]
     lines += [
+        # As a local launch: the session's umask, never one that lets the command write group- or world-writable files.
+        SHELL_TIGHTEN_UMASK,
         f"cd {always_quote(cwd)} || {{ echo 'flodl launch: no directory {cwd.replace(chr(39), '')} on this host' >&2; "
         "exit 97; }",
         # A background job's stdin is /dev/null in sh: keep the real one on fd 3 for the watcher.

@@ -19,7 +19,7 @@ import shutil
 import stat
 from typing import IO, Any
 
-LOG_MODE = 0o640
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import LOG_MODE
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -147,14 +147,18 @@ def create_exclusive(directory: str, name: str, data: bytes | str, mode: int = 0
 def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False, binary: bool = False) -> IO[Any]:
     """Open ``path`` for appending (and reading back), never through a link; text, UTF-8.
 
-    Created with ``mode`` (default 0640); an existing log loses any world permission bits. A
+    Created with ``mode`` (default 0640) whatever the umask; an existing log loses any permission bit
+    beyond ``mode`` (an older, group-writable one becomes 0640). A
     symlink, a hard-linked file or a non-regular file (a FIFO would block) is refused.
     ``truncate`` empties the file only after those checks. ``binary`` gives an unbuffered
     byte stream (the launch log copies the command's raw output).
     """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(path, flags, mode & 0o7777 & ~0o007)
+        try:
+            fd, created = os.open(path, flags | os.O_EXCL, 0o600), True  # private until its mode is set
+        except FileExistsError:
+            fd, created = os.open(path, flags, 0o600), False
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _refuse_link(path) from None
@@ -166,8 +170,9 @@ def open_log(path: str, mode: int = LOG_MODE, *, truncate: bool = False, binary:
         if st.st_nlink > 1:
             raise _refuse_hardlink(path, st.st_nlink)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        if st.st_mode & 0o007:
-            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o007)
+        old = stat.S_IMODE(st.st_mode)
+        if created or old & ~mode & 0o777:
+            os.fchmod(fd, mode & 0o777 if created else old & mode & 0o777)
         if truncate:
             os.ftruncate(fd, 0)
         if binary:

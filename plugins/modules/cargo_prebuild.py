@@ -37,6 +37,10 @@ description:
   - Files in the (possibly shared) project are written without following symlinks - a planted symlink or hard link
     at a build log or the envelope file is refused, never written through - and build logs are created mode
     C(0640), never world-readable. A target dir that resolves outside the checkout (O(project_dir)) is refused.
+  - Modes do not depend on the build host's umask. Every build runs under C(umask 022); the directories the
+    module creates are C(0755), the envelope C(0644), the rank binary C(0755) (set after every build), and group
+    and world write are removed from whatever an earlier build left in the target dir (files of another user,
+    such as a container's root when the module is not root, excepted).
   - With O(dedupe), hosts that share a variant share one build, run in the target dir of the first of them; the
     binary is then hard-linked (copied across file systems) to C(target/cluster/<host>/<slug>/release/<cmd>) of
     every other host of the variant, on every run, so each host's envelope entry points at its own path.

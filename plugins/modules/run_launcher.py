@@ -14,7 +14,9 @@ description:
   - Runs O(command) with C(/bin/sh -c) on the controller, in O(chdir), with the controller's environment plus O(env)
     (normally the output of M(flodl.cluster.launch_env)).
   - Every output line (stdout and stderr, merged) is shown in the ansible-playbook output while the command runs,
-    and written to C(<log_dir>/launch-<timestamp>-<pid>.log).
+    and written to C(<log_dir>/launch-<timestamp>-<pid>.log) (mode C(0640); a directory it creates is C(0750),
+    its missing parents C(0755), whatever the umask). The command runs under the caller's umask with group and
+    world write added (C(umask 000) becomes C(022)), locally and on the launch host; a detached run under C(umask 027).
   - The task fails when the command exits non-zero; C(rc) and the message carry the exit code and the last lines.
   - The command runs in its own session. Ctrl-C (SIGINT), SIGTERM (an AWX cancel) or SIGHUP sends SIGTERM to its
     whole process group, waits O(grace_seconds), then sends SIGKILL to whatever is left.

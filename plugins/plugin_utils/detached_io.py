@@ -14,6 +14,7 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import PRIVATE_DIR_MODE, RECORD_MODE, make_dirs
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_command import join_root
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError, env_payload
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write
@@ -47,8 +48,8 @@ def runs_dir(project_dir: str) -> str:
 
 def write_record(project_dir: str, run: dt.DetachedRun) -> str:
     directory = runs_dir(project_dir)
-    os.makedirs(directory, mode=0o750, exist_ok=True)
-    return atomic_write(directory, dt.record_name(run.run_id), run.to_json(), 0o640)
+    make_dirs(directory, PRIVATE_DIR_MODE)  # modes set explicitly, whatever the umask
+    return atomic_write(directory, dt.record_name(run.run_id), run.to_json(), RECORD_MODE)
 
 
 def read_records(project_dir: str, run_id: str | None = None) -> tuple[list[dt.DetachedRun], list[str]]:

@@ -20,6 +20,7 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import FILE_MODE, PRIVATE_DIR_MODE, make_dirs
 from ansible_collections.flodl.cluster.plugins.module_utils.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSink
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, parse_gpu_counts
@@ -144,7 +145,7 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        atomic_write(os.path.dirname(path) or ".", os.path.basename(path), content, 0o644)
+        atomic_write(os.path.dirname(path) or ".", os.path.basename(path), content, FILE_MODE)
     except (OSError, ValueError) as exc:
         warnings.append(
             f"controller: could not write the compose overlay {path}: {exc}; docker compose runs without extra_hosts"
@@ -208,7 +209,7 @@ def open_launch_log(log_dir: str, stamp: str, warn: Callable[[str], None]) -> Lo
 
     A full disk later only stops the log, never the run (LogSink). Raises OSError when it cannot be created.
     """
-    os.makedirs(log_dir, mode=0o750, exist_ok=True)
+    make_dirs(log_dir, PRIVATE_DIR_MODE)  # modes set explicitly: a umask 000 must not make it group-writable
     path = os.path.join(log_dir, f"launch-{stamp}-{os.getpid()}.log")
     return LogSink(open_log(path, binary=True), path, warn)
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import current_umask, tightened_umask
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, group_alive
 from ansible_collections.flodl.cluster.plugins.module_utils.output_batch import DEFAULT_INTERVAL, OutputBatcher
 
@@ -189,6 +190,9 @@ def run_streamed(
         proc = subprocess.Popen(
             argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            # The caller's umask, but never one that lets the launch (cargo run, the launcher) write
+            # group- or world-writable files into the project.
+            umask=tightened_umask(current_umask()),
         )
         if watch is not None:
             watch.add(proc.pid)

@@ -19,6 +19,7 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import FILE_MODE
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import make_dirs_under
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import UnsafePathError, atomic_write, create_exclusive
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import read_capped
@@ -41,7 +42,7 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
         run_id=runlock.new_run_id(), controller_host=controller_host, pid=holder_pid, started=time.time(),
         project=project_dir, user=getpass.getuser() or "unknown",
     )
-    if create_exclusive(directory, LOCK_NAME, record.to_json(), 0o644):
+    if create_exclusive(directory, LOCK_NAME, record.to_json(), FILE_MODE):
         return None, []
     path = os.path.join(directory, LOCK_NAME)
     try:
@@ -63,7 +64,7 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int) -> tuple[
         if not (here and alive is False):
             # A holder gone from this controller is how every run ends (nothing releases the lock): silent.
             warnings.append(f"run lock {path}: the previous holder's lock is stale ({stale}); taking it over")
-    atomic_write(directory, LOCK_NAME, record.to_json(), 0o644)
+    atomic_write(directory, LOCK_NAME, record.to_json(), FILE_MODE)
     return None, warnings
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ CPU = "precompiled/cpu"
 FAKE_CARGO = """#!/bin/sh
 # cargo build --release [--features F] --bin NAME, as the plan runs it
 while [ $# -gt 0 ]; do [ "$1" = --bin ] && bin=$2; shift; done
-echo "compiling $bin for $CARGO_TARGET_DIR"
+echo "compiling $bin for $CARGO_TARGET_DIR (umask $(umask))"
 case "$CARGO_TARGET_DIR" in
   *bad*) echo "error[E0425]: broken" >&2; exit 3 ;;
   *hang*) exec sleep 30 ;;
@@ -164,3 +165,54 @@ def test_no_remote_worker_hands_over_an_empty_envelope_and_removes_the_old_one(p
     out = build(params(project, []), check_mode=False)
     assert not out.get("failed") and out["envelope_json"] == "" and out["changed"] is True
     assert not envelope.exists()
+
+
+def test_under_umask_000_nothing_the_build_writes_is_group_or_world_writable(project, tmp_path):
+    """cargo runs under umask 022; what an earlier build left looser is tightened; the binary is 0755."""
+    stale = project / "target/cluster/w1/precompiled-cu128/release/deps"
+    stale.mkdir(parents=True)
+    (stale / "old.rlib").write_text("")
+    os.chmod(stale, 0o777)
+    os.chmod(stale / "old.rlib", 0o666)
+    old = os.umask(0)
+    try:
+        out = build(params(project, [worker("w1"), worker("w2")]), check_mode=False)
+    finally:
+        os.umask(old)
+    assert not out.get("failed"), out.get("msg")
+    log = (project / "target/cluster/w1/precompiled-cu128/prebuild.log").read_text(encoding="utf-8")
+    assert "# umask: 022\n" in log and "(umask 0022)" in log
+    loose = []
+    for directory, dirs, files in os.walk(project / "target"):
+        for path in [directory] + [os.path.join(directory, n) for n in dirs + files]:
+            if os.lstat(path).st_mode & 0o022:
+                loose.append(path)
+    assert loose == []
+    modes = {rel: stat.S_IMODE(os.lstat(project / rel).st_mode) for rel in (
+        "target/cluster/w1/precompiled-cu128/release/train", "target/cluster/w2/precompiled-cu128/release/train",
+        "target/cluster/w1/precompiled-cu128/prebuild.log", "target/cluster/prebuild-envelope.json",
+        "target/cluster", "target/cluster/w2/precompiled-cu128/release")}
+    assert list(modes.values()) == [0o755, 0o755, 0o640, 0o644, 0o755, 0o755], modes
+
+
+FAKE_DOCKER = """#!/bin/sh
+# docker compose run --rm SVC bash -c INNER: INNER runs here, the project standing in for /workspace, under
+# umask 000 (a container whose entrypoint loosened it: the umask of the build's shell does not reach it).
+for last; do :; done
+umask 000
+exec bash -c "$(printf '%s' "$last" | sed "s#/workspace#$PWD#g")"
+"""
+
+
+def test_a_docker_build_that_ignores_the_umask_is_tightened_after(project):
+    tools = project.parent / "bin"
+    (tools / "docker").write_text(FAKE_DOCKER, encoding="utf-8")
+    (tools / "docker").chmod(0o755)
+    out = build(params(project, [worker("w1"), worker("w2")], docker_service="cuda"), check_mode=False)
+    assert not out.get("failed"), out.get("msg")
+    assert out["mode"] == "docker"
+    log = (project / "target/cluster/w1/precompiled-cu128/prebuild.log").read_text(encoding="utf-8")
+    assert "(umask 0000)" in log  # the stand-in container did loosen it
+    release = project / "target/cluster/w1/precompiled-cu128/release"
+    assert [stat.S_IMODE(os.lstat(p).st_mode) for p in (release, release / "train")] == [0o755, 0o755]
+    assert stat.S_IMODE(os.lstat(project / "target/cluster/w2/precompiled-cu128/release/train").st_mode) == 0o755

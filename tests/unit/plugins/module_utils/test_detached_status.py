@@ -187,3 +187,14 @@ def test_the_run_comes_from_the_task_the_variable_or_the_start_jobs_artifact(giv
 def test_a_run_id_that_is_no_run_id_is_refused():
     run_id, problem = dt.requested_run_id(None, None, {"run_id": "../../etc"})
     assert run_id is None and "flodl_launch.run_id is not a run id" in problem
+
+
+def test_under_umask_000_the_log_directory_log_and_exit_code_are_private(tmp_path):
+    old = os.umask(0)
+    try:
+        pid, log = start(tmp_path, "echo out")
+    finally:
+        os.umask(old)
+    settle(pid, log)
+    modes = [os.lstat(p).st_mode & 0o777 for p in (os.path.dirname(log), log, dt.exit_file(log))]
+    assert modes == [0o750, 0o640, 0o640]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 
 import pytest
@@ -188,3 +189,16 @@ def test_a_failed_session_is_an_error_naming_the_host_and_the_fix(kind, expected
     text = lh.reachable_problem("ctl", "10.0.0.5", kind, "Connection refused")
     assert expected in text
     assert "after every build" in text
+
+
+def test_under_umask_000_the_launch_hosts_lock_and_its_directory_are_not_group_or_world_writable(project):
+    old = os.umask(0)
+    try:
+        facts, holder = _open(project, RUN_A)
+        assert facts.lock_state == "taken"
+        modes = [stat.S_IMODE(os.lstat(os.path.join(project, rel)).st_mode)
+                 for rel in ("target", "target/cluster", rl.LOCK_FILE_REL)]
+        _close(holder)
+    finally:
+        os.umask(old)
+    assert modes == [0o755, 0o755, 0o644]

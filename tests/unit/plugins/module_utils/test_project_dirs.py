@@ -34,6 +34,39 @@ def test_make_dirs_under_creates_each_component(tmp_path):
     assert made == str(tmp_path / "target/cluster/h2/cu128") and os.path.isdir(made)
 
 
+def test_under_umask_000_the_directories_and_the_run_lock_are_not_group_or_world_writable(tmp_path):
+    project = tmp_path / "new" / "proj"  # the root too is made here
+    old = os.umask(0)
+    try:
+        sf.make_dirs_under(str(project), "target/cluster/h2/cu128")
+        assert runlock_io.take_lock(str(project), "ctl", os.getpid()) == (None, [])
+    finally:
+        os.umask(old)
+    made = [tmp_path / "new", project, project / "target", project / "target/cluster", project / "target/cluster/h2",
+            project / "target/cluster/h2/cu128"]
+    assert [os.stat(p).st_mode & 0o777 for p in made] == [0o755] * 6
+    assert os.stat(project / "target/cluster/run.lock").st_mode & 0o777 == 0o644
+
+
+def test_under_umask_000_launch_logs_and_run_records_are_private(tmp_path):
+    from ansible_collections.flodl.cluster.plugins.module_utils.detached import DetachedRun
+    from ansible_collections.flodl.cluster.plugins.plugin_utils import detached_io, launch_io
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    old = os.umask(0)
+    try:
+        sink = launch_io.open_launch_log(str(project / "target/cluster/logs"), "20261206-000000", lambda _m: None)
+        sink.close()
+        record = detached_io.write_record(str(project), DetachedRun("a" * 16, "localhost", 1, sink.path, "c", 1.0))
+    finally:
+        os.umask(old)
+    modes = [os.stat(p).st_mode & 0o777 for p in (
+        project / "target", project / "target/cluster", project / "target/cluster/logs", sink.path,
+        os.path.dirname(record), record)]
+    assert modes == [0o755, 0o755, 0o750, 0o640, 0o750, 0o640]
+
+
 def test_make_dirs_under_refuses_a_link_out_and_creates_nothing_there(escaping):
     project, outside = escaping
     with pytest.raises(UnsafePathError) as err:

@@ -90,3 +90,20 @@ def test_a_launch_timeout_stops_the_command_and_says_so(tmp_path):
     assert outcome.rc != 0 and shown == ["started"]
     quick = run_streamed(["sh", "-c", "exit 3"], str(tmp_path), dict(os.environ), log, shown.append, grace=1, timeout=30)
     assert quick.timed_out is False and quick.rc == 3
+
+
+@pytest.mark.parametrize("caller, seen", [(0o000, "0022"), (0o077, "0077")])
+def test_the_command_never_runs_under_a_umask_that_lets_group_or_world_write(tmp_path, caller, seen):
+    old = os.umask(caller)
+    try:
+        proc = subprocess.Popen(["sh", "-c", wrapper_script(str(tmp_path), "umask", 1)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+    finally:
+        os.umask(old)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(env_payload({}))
+    proc.stdin.flush()  # kept open, as ssh keeps it
+    out = proc.stdout.read()
+    assert proc.wait(timeout=20) == 0
+    proc.stdin.close()
+    assert out.decode().split() == [seen]

@@ -101,11 +101,28 @@ def test_open_log_truncates_only_when_asked(tmp_path):
     assert (tmp_path / "l").read_text() == "new\n"
 
 
-def test_open_log_strips_world_bits_of_an_old_log(tmp_path):
+def test_open_log_strips_group_and_world_bits_of_an_old_log(tmp_path):
     (tmp_path / "l").write_text("")
     os.chmod(tmp_path / "l", 0o666)
     sf.open_log(str(tmp_path / "l")).close()
-    assert _mode(tmp_path / "l") == 0o660
+    assert _mode(tmp_path / "l") == 0o640
+
+
+def test_open_log_keeps_an_old_log_that_is_tighter(tmp_path):
+    (tmp_path / "l").write_text("")
+    os.chmod(tmp_path / "l", 0o600)
+    sf.open_log(str(tmp_path / "l")).close()
+    assert _mode(tmp_path / "l") == 0o600
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_open_log_creates_0640_whatever_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        sf.open_log(str(tmp_path / "l")).close()
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "l") == 0o640
 
 
 def test_open_log_refuses_a_symlink(tmp_path):

@@ -43,3 +43,15 @@ def test_output_written_just_before_the_exit_is_kept(tmp_path):
                               log, shown.append, grace=1, batch_seconds=0.1)
     assert outcome.rc == 0 and outcome.tail == ["line1", "line2", "line3"]
     assert b"line3\n" in log.data and "\n".join(shown).splitlines() == ["line1", "line2", "line3"]
+
+
+def test_a_local_launch_never_runs_under_a_umask_that_lets_group_or_world_write(tmp_path):
+    """cargo run and the launcher write into the project: the caller's umask 000 gets group/world write added."""
+    log, shown = _Log(), []
+    old = os.umask(0)
+    try:
+        outcome = lp.run_streamed(["sh", "-c", "umask"], str(tmp_path), dict(os.environ), log, shown.append,
+                                  grace=1, batch_seconds=0.1)
+    finally:
+        os.umask(old)
+    assert outcome.rc == 0 and outcome.tail == ["0022"]
