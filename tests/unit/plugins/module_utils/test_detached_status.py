@@ -192,9 +192,9 @@ def test_a_run_id_that_is_no_run_id_is_refused():
 def test_under_umask_000_the_log_directory_log_and_exit_code_are_private(tmp_path):
     old = os.umask(0)
     try:
-        pid, log = start(tmp_path, "echo out")
+        run = start(tmp_path, "echo out")
     finally:
         os.umask(old)
-    settle(pid, log)
-    modes = [os.lstat(p).st_mode & 0o777 for p in (os.path.dirname(log), log, dt.exit_file(log))]
+    settle(run)
+    modes = [os.lstat(p).st_mode & 0o777 for p in (os.path.dirname(run.log), run.log, dt.exit_file(run.log))]
     assert modes == [0o750, 0o640, 0o640]
