@@ -4,6 +4,7 @@
 """Prepare the environment flodl's launcher reads, on the controller, once for the play."""
 from __future__ import annotations
 
+import json
 import os
 
 from ansible.plugins.action import ActionBase
@@ -13,6 +14,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import 
 from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
+from ansible_collections.flodl.cluster.plugins.module_utils import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
 from ansible_collections.flodl.cluster.plugins.module_utils.lookups import start_lookups
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
@@ -105,11 +107,24 @@ class ActionModule(ActionBase):
         refused = co.remote_compose_problem(remote, plan.command)
         if refused:
             return fail_result(result, [refused])
+        walk_in = None
+        if args["launch_mode"] == "walk_in" and guard is None:
+            if remote is not None:
+                return fail_result(result, [f"controller: flodl_launch_mode=walk_in runs the launcher on this machine "
+                                            f"for now, not on flodl_launch_host {remote}; launch here, or use "
+                                            "flodl_launch_mode=fanout"])
+            plan.env, plan.topology, walk_in, problems = wi.plan(
+                plan.env, plan.topology or {}, json.loads(envelope_text) if envelope_text else {},
+                ctx.inventory_names, float(args["launch_timeout"]))
+            if problems:
+                return fail_result(result, problems, "no walk-in agent can start; nothing was started")
         warnings = list(plan.warnings)
         changed = launch_io.apply_overlay(plan, ctx.project_dir, check, warnings)
         fields = plan_fields(plan, envelope_text=envelope_text, envelope_source=envelope_source, log_dir=log_dir,
                              check=check, guard=guard, inventory_names=ctx.inventory_names,
                              verbose=display.verbosity >= 1)
+        if walk_in is not None:
+            fields["plan"] = [*fields["plan"], *wi.plan_lines(walk_in)]
         if args["show_plan"]:
             display.display("\n".join(fields["plan"]))
         for warning in warnings:
@@ -117,5 +132,6 @@ class ActionModule(ActionBase):
         result.update(fields, changed=bool(changed), controller_identity=ctx.controller_identity,
                       launch_warnings=warnings, ssh_control_dir=reuse_dir,
                       gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
+                      launch_mode=args["launch_mode"], walk_in=walk_in,
                       **run_handoff.fields(ctx))
         return result

@@ -75,6 +75,10 @@ class ActionModule(ActionBase):
             display.display(f"flodl launch: {msg}")
             result.update(changed=False, msg=msg)
             return result
+        if args["walk_in_stage"]:
+            # Imported here: a fan-out never loads the walk-in side.
+            from ansible_collections.flodl.cluster.plugins.plugin_utils.walk_in_steps import run_stage
+            return run_stage(self, task_vars, result, args, log_dir, display)
         if args["detach"]:
             # Imported here: ansible-playbook loads this file before every launch, and most launches run attached.
             from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached

@@ -73,6 +73,8 @@ LAUNCH_ENV: dict[str, Any] = {
         "log_dir": {"type": "str"},
         "show_plan": {"type": "bool", "default": True},
         "launch_host": {"type": "str", "default": "localhost"},
+        "launch_mode": {"type": "str", "choices": ["fanout", "walk_in"], "default": "fanout"},
+        "launch_timeout": {"type": "float", "default": 0},
     },
 }
 
@@ -91,10 +93,22 @@ RUN_LAUNCHER: dict[str, Any] = {
         "ssh_control_dir": {"type": "path"},
         "timeout": {"type": "float", "default": 0},
         "output_batch_seconds": {"type": "float", "default": 2.0},
+        "walk_in_stage": {"type": "str", "choices": ["open", "follow"]},
+        "window_var": {"type": "str", "default": "flodl_launch_window"},
     },
     "required_one_of": [["command", "prepared_var"]],
     "required_together": [["command", "chdir"]],
     "mutually_exclusive": [["command", "prepared_var"], ["chdir", "prepared_var"], ["env", "prepared_var"]],
+}
+
+# flodl.cluster.walk_in_agent
+WALK_IN_AGENT: dict[str, Any] = {
+    "argument_spec": {
+        "stage": {"type": "str", "required": True, "choices": ["start", "collect"]},
+        "prepared_var": {"type": "str", "default": "flodl_launch_env"},
+        "started_var": {"type": "str", "default": "flodl_agent_start"},
+        "launcher_var": {"type": "str", "default": "flodl_launch_run"},
+    },
 }
 
 # flodl.cluster.launch_status

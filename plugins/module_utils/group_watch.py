@@ -7,8 +7,10 @@ Builds and the launch command each run in a process group of their own, so no si
 process group reaches them. Whoever starts them (the prebuild module on the build host, the launch
 step on the controller) first starts this watcher, in a session of its own, and holds the only write
 end of its stdin (the lifeline). It then tells the watcher each group it starts (``+<pgid>``), each
-that ended (``-<pgid>``), and ``done`` when it returns normally. If the lifeline closes without
-``done`` (the starter was killed, however), or the process ``watch_pid`` (ansible-playbook) is gone,
+that ended (``-<pgid>``), and ``done`` when it returns normally, or ``hold`` when its groups outlive
+it (a walk-in launcher, followed by a later step): then only ``watch_pid`` counts, and the watcher
+ends once its groups have. If the lifeline closes without ``done`` or ``hold`` (the starter was
+killed, however), or the process ``watch_pid`` (ansible-playbook) is gone,
 the watcher TERMs every group it knows, KILLs what is left after the grace period, then runs the
 cleanup commands it was given (``c<json argv>``: the orphan cleanup's ssh to each worker) at once,
 all under one deadline.
@@ -116,17 +118,21 @@ def main(grace, pid, cleanup_timeout, poll):
         signal.signal(signum, signal.SIG_IGN)
     start = stat_of(pid)[1] if pid > 0 and stat_of(pid) else None
     groups, jobs, pending = [], [], b""
+    held = lifeline = False
     while True:
-        ready = select.select([0], [], [], poll)[0]
+        ready = select.select([0], [], [], poll)[0] if not lifeline else time.sleep(poll)
         if ready:
             chunk = os.read(0, 65536)
-            if not chunk:
+            if not chunk and not held:
                 break
+            lifeline = not chunk
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 if line == b"done":
                     return 0
-                if line[:1] == b"+" and int(line[1:]) not in groups:
+                if line == b"hold":
+                    held = True
+                elif line[:1] == b"+" and int(line[1:]) not in groups:
                     groups.append(int(line[1:]))
                 elif line[:1] == b"-" and int(line[1:]) in groups:
                     groups.remove(int(line[1:]))
@@ -134,6 +140,8 @@ def main(grace, pid, cleanup_timeout, poll):
                     jobs.append(json.loads(line[1:].decode()))
         if gone(pid, start):
             break
+        if held and not any(group_alive(g) for g in groups):
+            return 0  # what it guarded ended by itself
     stop(groups, grace)
     clean(jobs, cleanup_timeout)
     return 1
@@ -188,6 +196,12 @@ class GroupWatch:
         for argv in argvs:
             self._send("c" + json.dumps([str(a) for a in argv]))
 
+    def hold(self) -> None:
+        """The starter returns, but its groups live on: the watcher keeps them until they end, or stops them
+        (and runs the cleanup) when ``watch_pid`` is gone. A later step that waits for them calls nothing."""
+        self._send("hold")
+        self._let_go()
+
     def done(self) -> None:
         """The starter returns normally: the watcher exits without touching anything.
 
@@ -195,6 +209,9 @@ class GroupWatch:
         (a step shorter than the watcher's own start-up would otherwise wait for it); a daemon thread reaps it.
         """
         self._send("done")
+        self._let_go()
+
+    def _let_go(self) -> None:
         with self._lock:
             self._closed = True
             if self.proc.stdin is not None:

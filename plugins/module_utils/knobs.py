@@ -28,7 +28,8 @@ NUMBERS = (
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (
-    "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent")
+    "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent", "flodl_launch_mode")
+LAUNCH_MODES = ("fanout", "walk_in")
 DETACHED_AGENT = (
     "controller: flodl_launch_detach and flodl_launch_forward_agent are both true: a detached run outlives this "
     "job, and the forwarded ssh-agent ends with it, so every rank the launcher starts after the job is gone would "
@@ -70,6 +71,16 @@ def knob_findings(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
     if "launch" in active and parse_bool(values.get("flodl_launch_detach", False)) is True \
             and parse_bool(values.get("flodl_launch_forward_agent", False)) is True:
         problems.append(worded(DETACHED_AGENT, None, "flodl_launch_forward_agent"))
+    mode = values.get("flodl_launch_mode")
+    if "launch" in active and mode is not None and mode not in LAUNCH_MODES:
+        problems.append(worded(f"controller: flodl_launch_mode must be one of {', '.join(LAUNCH_MODES)}, got "
+                               f"{_shown(mode)}; leave it unset for fanout (fdl-cli's way)", None,
+                               "flodl_launch_mode"))
+    elif "launch" in active and mode == "walk_in" and parse_bool(values.get("flodl_launch_detach", False)) is True:
+        problems.append(worded("controller: flodl_launch_mode=walk_in and flodl_launch_detach=true: a detached "
+                               "launch outlives the play that would start and collect the agents; launch "
+                               "attached, or use flodl_launch_mode: fanout for a detached run", None,
+                               "flodl_launch_detach"))
     for name, phase, low, low_ok, what, example in NUMBERS:
         value = values.get(name)
         if phase not in active or value is None:

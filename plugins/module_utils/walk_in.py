@@ -29,10 +29,9 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import ordered_cluster
 from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_encode
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import END_MARK, env_payload
-from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_compact
+from ansible_collections.flodl.cluster.plugins.module_utils.serde_json_text import serde_compact, serde_pretty
 from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_quote
 
-MODES = ("fanout", "walk_in")
 ENV_AGENT_JSON = "FLODL_INTERNAL_AGENT_JSON"
 ENV_HOST_NAME = "FLODL_HOST_NAME"
 ENV_NCCL_IFNAME = "NCCL_SOCKET_IFNAME"
@@ -191,3 +190,56 @@ def parse_collect(stdout: str) -> tuple[int | None, list[str]]:
         else:
             rest.append(line)
     return code, rest
+
+
+WINDOW_OPEN_SECONDS = 60.0  # the launcher's start up to its window's bind (a compose launcher pulls nothing)
+DEFAULT_JOIN_TIMEOUT = 300.0  # upstream's window when the user's join block sets none
+_AGENT_KNOBS = ("FLODL_VERBOSITY", "FLODL_NET_TIMEOUT_SCALE", "FDL_ENV")
+
+
+def plan(env: Mapping[str, str], topology: Mapping[str, Any], envelope: Mapping[str, Any],
+         names: Mapping[str, str], launch_timeout: float
+         ) -> tuple[dict[str, str], dict[str, Any], dict[str, Any], list[str]]:
+    """A fan-out's prepared launch turned walk-in: (the launcher's environment, its topology, the walk-in plan,
+    problems).
+
+    ``topology`` is the shipped fan-out topology (ranks populated), ``envelope`` the prebuild envelope per
+    host, ``names`` flodl host -> inventory name. The plan holds the run id, the window's port and bounds,
+    and each worker's agent (by inventory name): host, cwd, binary and environment.
+    """
+    token, run_id = new_token(), secrets.token_hex(8)
+    window = window_topology(topology, token)
+    launcher_env = dict(env)
+    launcher_env["FLODL_INTERNAL_FULL_CLUSTER_JSON"] = hex_encode(serde_pretty(window))
+    extra = {k: str(env[k]) for k in _AGENT_KNOBS if k in env}
+    join_timeout = float((window["controller"]["join"]).get("join_timeout") or DEFAULT_JOIN_TIMEOUT)
+    agents: dict[str, Any] = {}
+    problems = []
+    for worker in topology["workers"]:
+        host = str(worker["host"])
+        entry = envelope.get(host)
+        if not isinstance(entry, Mapping) or not entry.get("bin"):
+            problems.append(f"{host}: no prebuilt binary in the prebuild envelope; a walk-in agent is this host's "
+                            "prebuilt binary: run the prebuild (flodl_prebuild: true) or use flodl_launch_mode: fanout")
+            continue
+        launch = agent_launch(worker, entry, agent_spec(worker, window["controller"], token,
+                                                        topology.get("gpu_ram_share")),
+                              topology.get("env") or {}, extra)
+        agents[names.get(host, host)] = {"host": host, "cwd": launch.cwd, "binary": launch.binary, "env": launch.env,
+                                         "devices": list(agent_spec(worker, window["controller"], token)["local_devices"])}
+    bound = (launch_timeout if launch_timeout > 0 else 0.0)
+    walk_in = {"run_id": run_id, "port": int(window["controller"]["port"]), "open_timeout": WINDOW_OPEN_SECONDS,
+               "join_timeout": join_timeout, "agents": agents,
+               # Each agent is killed at this bound whatever happens (0: the launch has none, nor does it).
+               "agent_timeout": int(bound + join_timeout + WINDOW_OPEN_SECONDS) if bound else 0}
+    return launcher_env, window, walk_in, problems
+
+
+def plan_lines(walk_in: Mapping[str, Any]) -> list[str]:
+    """The plan's walk-in part: the window and one line per agent (never its environment: it holds the token)."""
+    agents = walk_in["agents"]
+    lines = [f"  walk-in: the launcher's join window on port {walk_in['port']} waits for "
+             f"{sum(len(a['devices']) for a in agents.values())} rank(s) (join timeout {walk_in['join_timeout']:g} s, "
+             "fresh join token, withheld); one agent per worker, started over its own Ansible connection:"]
+    lines += [f"    {name}: {a['binary']} in {a['cwd']}, devices {a['devices']}" for name, a in agents.items()]
+    return lines

@@ -72,6 +72,20 @@ options:
         and a C(docker compose) launch (whose overlay file is written here) is refused.
     type: str
     default: localhost
+  launch_mode:
+    description:
+      - V(fanout) prepares what fdl-cli hands flodl's launcher. V(walk_in) then turns it into a roster-free,
+        token-protected join window for the launcher, and plans one agent per worker (its spec, binary, directory
+        and environment, in the result's C(walk_in), which holds the token - register this task with C(no_log)).
+        See docs/launch.md, Two launch modes. A walk-in launcher runs on this machine.
+    type: str
+    choices: [fanout, walk_in]
+    default: fanout
+  launch_timeout:
+    description: The launch's own bound in seconds (C(flodl_launch_timeout), V(0) none); a walk-in agent is killed
+      at this bound plus the join timeout plus 60 s.
+    type: float
+    default: 0
   container_root:
     description: Where the compose file mounts the project (the launcher's project root for a compose launch).
     type: str
@@ -107,6 +121,17 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+launch_mode:
+  description: V(fanout) or V(walk_in), as prepared.
+  returned: success
+  type: str
+walk_in:
+  description:
+    - For V(walk_in), the plan the later steps follow - C(run_id), the window's C(port), C(open_timeout),
+      C(join_timeout), C(agent_timeout), and C(agents) per inventory host (C(host), C(cwd), C(binary), C(devices),
+      C(env)). The agents' environments hold the run's join token. Null for V(fanout).
+  returned: success
+  type: dict
 env:
   description: Variables to add to the controller environment of the launch command (all strings).
   returned: success

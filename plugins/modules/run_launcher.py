@@ -77,6 +77,19 @@ options:
         500 lines or 64 KiB. The launch log gets every line as it comes. V(0) shows every line at once.
     type: float
     default: 2.0
+  walk_in_stage:
+    description:
+      - For a launch prepared with C(launch_mode=walk_in) (O(prepared_var)). V(open) starts the launcher on this
+        machine in a session of its own (output to the launch log, its exit code recorded beside it) and returns
+        once its join window listens, within 60 s; a watcher stops it when ansible-playbook is gone. V(follow)
+        streams its log to its end (or O(timeout)) and reads what it says of each host; it fails only when the
+        launcher failed and no worker's result can say why.
+    type: str
+    choices: [open, follow]
+  window_var:
+    description: For O(walk_in_stage=follow), the registered result of the V(open) stage.
+    type: str
+    default: flodl_launch_window
   detach:
     description:
       - Start the command detached on the launch host (its own session, output appended to a log under

@@ -8,6 +8,7 @@ and its agent says DEGRADED and exits 0 (upstream's verdicts, E13).
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -91,3 +92,105 @@ def test_agents_started_by_the_rendered_script_join_the_window_with_the_rendered
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+
+
+# --------------------------------------------------------------------------- cluster_train in walk_in
+
+
+def test_cluster_train_walk_in_runs_every_rank_and_charges_the_failing_worker(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """flodl_launch_mode=walk_in end to end: every agent started over its worker's own Ansible connection,
+    every rank run, at most two sshd logins per worker (the probe's and Ansible's own); then a failing rank
+    on h2 fails h2, and only h2, in PLAY RECAP with its exit code."""
+    from conftest import run_ansible
+    from play_output import failed_in_recap, recap, task_results
+    from test_launch import PLAYBOOKS, TWO_VARIANTS, project_vars, worker_vars
+
+    cluster = cluster3
+    project = copy_project(netns_shared_dir / "proj")
+    host_vars = worker_vars(project, TWO_VARIANTS, {"h1": [0], "h2": [0, 1], "h3": [0]})
+    inv = cluster.write_inventory(tmp_path / "inv.json", project_vars(project, cluster), host_vars)
+    before = {h.name: h.log().count("Accepted publickey") for h in cluster}
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_mode=walk_in"])
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "join window open" in out and "target ranks reached: 4 rank(s)" in out
+    for host in ("h1", "h2", "h3"):
+        assert f'host "{host}" joined with ranks [' in out
+    reported = task_results(out, "Launch | Result of this worker")
+    assert reported == {"h1": "changed", "h2": "changed", "h3": "changed"}, reported
+    assert failed_in_recap(out) == [] and sorted(recap(out)) == ["h1", "h2", "h3"]
+    logins = {h.name: h.log().count("Accepted publickey") - before[h.name] for h in cluster}
+    assert all(n <= 2 for n in logins.values()), logins
+    # The spec each agent presented is the one the collection rendered for it (its host, this run's window).
+    for host in ("h1", "h2", "h3"):
+        spec = json.loads(bytes.fromhex((project / "target/cluster/standin/agents" / f"{host}.hex").read_text()))
+        assert spec["host"] == host and spec["controller_host"] == cluster.controller_ip
+        assert len(spec["salt_hex"]) == 32 and spec["local_devices"] == ([0, 1] if host == "h2" else [0])
+    assert spec["salt_hex"] not in out + proc.stderr  # the token never shows
+
+    inv = cluster.write_inventory(
+        tmp_path / "inv-fail.json",
+        project_vars(project, cluster, flodl_cluster_env={"FLODL_DEMO_FAIL_HOST": "h2:3", "FLODL_DEMO_STEP_MS": "50"}),
+        host_vars)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_mode=walk_in"])
+    assert proc.returncode != 0
+    assert failed_in_recap(proc.stdout) == ["h2"], proc.stdout
+    assert 'host "h2" reports rank' in proc.stdout
+    assert "exited with code 3 (the launcher's report)" in proc.stdout
+    assert "failing on purpose: host=h2 code=3" in proc.stdout  # its agent's last lines, in h2's own result
+
+
+def test_a_killed_walk_in_job_leaves_nothing_on_the_workers_or_here(installed_collection, cluster3, netns_shared_dir,
+                                                                   tmp_path):
+    """SIGKILL of the job's whole process tree once every rank is up (an AWX pod deleted): the held watcher
+    stops the launcher, every agent's window closes and its ranks stop: nothing of the run within 35 s."""
+    import signal
+    import time
+
+    from streamed_play import kill_session, stream, wait_for
+    from test_launch import PLAYBOOKS, rank_processes, worker_vars, project_vars
+
+    cluster = cluster3
+    project = copy_project(netns_shared_dir / "proj")
+    inv = cluster.write_inventory(
+        tmp_path / "inv.json",
+        project_vars(project, cluster, flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "10"}),
+        worker_vars(project, {h: "precompiled/cu128" for h in ("h1", "h2", "h3")}, {"h1": [0], "h2": [0], "h3": [0]}))
+    marker = f"{project}/target/cluster/"
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                                        "-e", "flodl_launch_mode=walk_in"])
+    try:
+        wait_for(lines, proc, lambda t: "target ranks reached" in t, 300, "the window to fill")
+        deadline = time.monotonic() + 30
+        while len([p for p in rank_processes(marker) if "train" in p[1]]) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)  # three agents, each with its rank
+        up = rank_processes(marker)
+        assert len(up) >= 6, up
+        os.killpg(proc.pid, signal.SIGKILL)  # the job's whole process tree
+        proc.wait()
+        t0 = time.monotonic()
+        while (rank_processes(marker) or _launchers(project)) and time.monotonic() - t0 < 35:
+            time.sleep(0.2)
+        print(f"nothing of the run {time.monotonic() - t0:.1f}s after the kill")
+        assert rank_processes(marker) == [] and _launchers(project) == []
+    finally:
+        kill_session(proc)
+        reader.join(timeout=5)
+
+
+def _launchers(project) -> list[int]:
+    """The stand-in launcher processes of this project, on this machine."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+                cwd = os.readlink(f"/proc/{entry}/cwd")
+            except OSError:
+                continue
+            if any(a.endswith(b"standin_launcher.py") for a in argv) and cwd == str(project):
+                found.append(int(entry))
+    return found

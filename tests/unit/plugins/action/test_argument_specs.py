@@ -17,7 +17,7 @@ SPECS = {
     "worker_result": action_specs.WORKER_RESULT, "orphan_cleanup": action_specs.ORPHAN_CLEANUP,
     "preflight_check": action_specs.PREFLIGHT_CHECK, "topology": action_specs.TOPOLOGY,
     "launch_env": action_specs.LAUNCH_ENV, "run_launcher": action_specs.RUN_LAUNCHER,
-    "launch_status": action_specs.LAUNCH_STATUS,
+    "launch_status": action_specs.LAUNCH_STATUS, "walk_in_agent": action_specs.WALK_IN_AGENT,
 }
 
 

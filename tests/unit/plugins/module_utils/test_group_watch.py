@@ -162,3 +162,43 @@ def test_group_alive_counts_a_zombie_as_gone():
         proc.kill()
         proc.wait()
     assert not group_watch.group_alive(proc.pid)
+
+
+def test_a_held_group_outlives_its_starter_until_the_watched_process_goes(tmp_path):
+    """walk_in: the launcher outlives the step that started it, and still not ansible-playbook."""
+    playbook = subprocess.Popen(["sleep", "60"])  # stands for ansible-playbook
+    group = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        watch = GroupWatch(grace=1.0, watch_pid=playbook.pid)
+        watch.cleanup([["touch", str(tmp_path / "cleaned")]])
+        watch.add(group.pid)
+        watch.hold()  # the starter lets go: its lifeline closes
+        time.sleep(1.0)
+        assert _group_alive(group.pid) and watch.proc.poll() is None
+        playbook.kill()
+        playbook.wait()
+        assert _wait_gone(group.pid, 10) < 10
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "cleaned").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "cleaned").exists()
+    finally:
+        for proc in (playbook, group):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_held_watcher_ends_with_its_groups(tmp_path):
+    playbook = subprocess.Popen(["sleep", "60"])
+    group = subprocess.Popen(["sleep", "0.5"], start_new_session=True)
+    try:
+        watch = GroupWatch(grace=1.0, watch_pid=playbook.pid)
+        watch.cleanup([["touch", str(tmp_path / "cleaned")]])
+        watch.add(group.pid)
+        watch.hold()
+        group.wait()
+        assert watch.proc.wait(timeout=10) == 0 and not (tmp_path / "cleaned").exists()
+        assert playbook.poll() is None
+    finally:
+        playbook.kill()
+        playbook.wait()

@@ -106,3 +106,29 @@ def test_no_cwd_is_said_and_pid_one_is_never_collected(tmp_path):
     assert wi.parse_start(cut) == "no-env"  # stdin cut short: nothing is started
     with pytest.raises(ValueError):
         wi.collect_script(1, "/tmp/x", 5)
+
+
+def test_the_plan_turns_a_prepared_fanout_into_a_window_and_one_agent_per_worker():
+    shipped = {**SHIPPED, "workers": [{**w, "local_devices": [0] if w["local_devices"] == "all" else w["local_devices"]}
+                                      for w in SHIPPED["workers"]]}
+    envelope = {"a": {"bin": "target/a/train", "ld_library_path": "/lib/a"}, "b": {"bin": "/abs/train"}}
+    env = {"FLODL_INTERNAL_FULL_CLUSTER_JSON": "00", "FLODL_VERBOSITY": "2", "OTHER": "x"}
+    launcher_env, window, plan, problems = wi.plan(env, shipped, envelope, {"a": "inv-a"}, 600)
+    assert problems == [] and launcher_env["OTHER"] == "x"
+    assert json.loads(hex_decode(launcher_env["FLODL_INTERNAL_FULL_CLUSTER_JSON"])) == window
+    token = window["controller"]["join"]["token"]
+    assert sorted(plan["agents"]) == ["b", "inv-a"] and plan["port"] == 1337 and plan["join_timeout"] == 120
+    assert plan["agent_timeout"] == 600 + 120 + 60 and len(plan["run_id"]) == 16
+    a = plan["agents"]["inv-a"]
+    assert (a["binary"], a["env"]["LD_LIBRARY_PATH"], a["env"]["FLODL_VERBOSITY"]) == ("/srv/p/target/a/train",
+                                                                                       "/lib/a", "2")
+    assert json.loads(hex_decode(a["env"]["FLODL_INTERNAL_AGENT_JSON"]))["salt_hex"] == token
+    assert "OTHER" not in a["env"]  # the controller's own variables stay with the launcher
+    lines = wi.plan_lines(plan)
+    assert "3 rank(s)" in lines[0] and token not in "\n".join(lines)
+
+
+def test_a_worker_without_a_prebuilt_binary_is_named():
+    _env, _window, plan, problems = wi.plan({}, SHIPPED, {"a": {"bin": "x"}}, {}, 0)
+    assert sorted(plan["agents"]) == ["a"] and plan["agent_timeout"] == 0
+    assert problems and problems[0].startswith("b: no prebuilt binary in the prebuild envelope")

@@ -156,3 +156,22 @@ def test_a_detached_run_cannot_ride_a_forwarded_agent():
     assert len(problems) == 1 and "outlives this job" in problems[0] and "flodl_launch_forward_agent: false" in problems[0]
     assert knob_problems({"flodl_launch_detach": True, "flodl_launch_forward_agent": "false"}, ["launch"], True) == []
     assert knob_problems({"flodl_launch_detach": True, "flodl_launch_forward_agent": True}, ["preflight"], True) == []
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("fan-out", "flodl_launch_mode must be one of fanout, walk_in, got str 'fan-out'"),
+    (True, "flodl_launch_mode must be one of fanout, walk_in"),
+])
+def test_an_unknown_launch_mode_is_refused_before_contact(mode, words):
+    problems = knob_problems({"flodl_launch_mode": mode}, ["preflight", "launch"], True)
+    assert len(problems) == 1 and words in problems[0]
+
+
+@pytest.mark.parametrize("mode", ["fanout", "walk_in", "", "  "])
+def test_the_launch_modes_and_a_blank_survey_answer_pass(mode):
+    assert knob_problems({"flodl_launch_mode": mode}, ["launch"], True) == []
+
+
+def test_a_detached_walk_in_is_refused():
+    problems = knob_problems({"flodl_launch_mode": "walk_in", "flodl_launch_detach": "true"}, ["launch"], True)
+    assert len(problems) == 1 and "flodl_launch_mode=walk_in and flodl_launch_detach=true" in problems[0]
