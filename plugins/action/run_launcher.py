@@ -49,7 +49,8 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(**RUN_LAUNCHER)
         if args["prepared_var"]:
             prepared = registered(task_vars, args["prepared_var"])
-            vault_values.add_ciphertexts((prepared or {}).get(vault_values.CIPHERTEXTS_KEY))
+            if isinstance(prepared, Mapping):  # launch_env names the run's vaulted values: withheld from the output
+                vault_values.add_ciphertexts(prepared.get(vault_values.CIPHERTEXTS_KEY))
             args, refused = prepared_args(args, args["prepared_var"], prepared)
         else:
             refused = None

@@ -175,7 +175,9 @@ launch_warnings:
   type: list
   elements: str
 run_model:
-  description: The run model this step built, for the later phases of this run (join token redacted, each vaulted value a placeholder with its ciphertext beside); internal, see docs/architecture.md, One run model per run.
+  description:
+    - The run model this step built, for the later phases of this run (join token redacted, each vaulted value a
+      placeholder with its ciphertext beside); internal, see docs/architecture.md, One run model per run.
   returned: when this step built the model
   type: dict
 ssh_control_dir:
