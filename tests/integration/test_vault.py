@@ -1,11 +1,11 @@
 """Vault values never leave the vault (issue 35, item 2), on real namespace hosts.
 
-A ``!vault`` value in ``flodl_cluster_env`` (group_vars beside the inventory, encrypted by ansible-vault with a
-password file this test makes) goes through ``cluster_train`` at ``-v`` and ``-vvvv`` and through
-ansible-runner. The launch command records its environment (outside the project) and prints the value, as a
-training program might. The value, as itself or as the hex of the launcher's topology, must appear in no
-output, no task result a callback receives (what ARA stores), no runner event or artifact, no log file under
-the project; the launcher must still get it whole.
+A ``!vault`` value in ``flodl_cluster_env`` (group_vars beside the inventory) and one in h2's ``flodl_env`` (its
+host_vars), encrypted by ansible-vault with a password file this test makes, go through ``cluster_train`` at
+``-v`` and ``-vvvv`` and through ansible-runner. The launch command records its environment (outside the
+project) and prints both values, as a training program might. Neither, as itself or as the hex of the
+launcher's topology, may appear in any output, task result a callback receives (what ARA stores), runner event
+or artifact, or log file under the project; the launcher must still get both whole.
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ from test_launch import TWO_VARIANTS, copy_project, project_vars, worker_vars
 from test_runner import _runner
 
 SECRET = "vault-only-Pr0be-7f3a9c"
+# Vaulted in h2's own host_vars: not among the play host's (h1's) variables, so the launch step learns it from
+# the launch environment's result.
+WORKER_SECRET = "worker-only-Qz9-5d1e"
 MARK = "<vaulted value withheld>"
 PROBE = "FLODL_VAULT_PROBE"
 
@@ -67,7 +70,7 @@ def _forms(secret: str) -> list[str]:
 
 
 def _leaks(text: str) -> list[str]:
-    return [form for form in _forms(SECRET) if form in text]
+    return [form for secret in (SECRET, WORKER_SECRET) for form in _forms(secret) if form in text]
 
 
 def _files_with_secret(root: Path) -> list[str]:
@@ -75,29 +78,35 @@ def _files_with_secret(root: Path) -> list[str]:
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
-            if any(form.encode() in data for form in _forms(SECRET)):
+            if any(form.encode() in data for secret in (SECRET, WORKER_SECRET) for form in _forms(secret)):
                 found.append(str(path))
     return found
 
 
-def _vaulted_group_vars(dest: Path, password_file: Path) -> Path:
-    """group_vars/flodl_workers.yml beside the inventory: flodl_cluster_env with one ``!vault`` value."""
+def _vault(text: str, password_file: Path) -> str:
+    """``!vault |`` and the ciphertext's lines, indented for a value of a second-level key."""
     enc = subprocess.run([ansible_bin("ansible-vault"), "encrypt_string", "--vault-password-file",
-                          str(password_file), SECRET], capture_output=True, text=True, check=True).stdout
+                          str(password_file), text], capture_output=True, text=True, check=True).stdout
     assert enc.startswith("!vault |"), enc
-    body = "\n".join("    " + line.strip() for line in enc.splitlines()[1:] if line.strip())
-    dest.mkdir(parents=True, exist_ok=True)
-    path = dest / "flodl_workers.yml"
-    path.write_text('flodl_cluster_env:\n  FLODL_DEMO_STEPS: "2"\n  FLODL_DEMO_STEP_MS: "20"\n'
-                    f"  {PROBE}: !vault |\n{body}\n")
-    return path
+    return "!vault |\n" + "\n".join("    " + line.strip() for line in enc.splitlines()[1:] if line.strip())
+
+
+def _vaulted_vars(inventory_dir: Path, password_file: Path) -> None:
+    """Beside the inventory: flodl_cluster_env with one ``!vault`` value for the group, flodl_env with one for h2."""
+    (inventory_dir / "group_vars").mkdir(parents=True, exist_ok=True)
+    (inventory_dir / "group_vars" / "flodl_workers.yml").write_text(
+        'flodl_cluster_env:\n  FLODL_DEMO_STEPS: "2"\n  FLODL_DEMO_STEP_MS: "20"\n'
+        f"  {PROBE}: {_vault(SECRET, password_file)}\n")
+    (inventory_dir / "host_vars").mkdir(parents=True, exist_ok=True)
+    (inventory_dir / "host_vars" / "h2.yml").write_text(
+        f"flodl_env:\n  {PROBE}_W: {_vault(WORKER_SECRET, password_file)}\n")
 
 
 def _launch_command(record: Path) -> str:
     """Record the environment, print the value as a training program might, then the stand-in launcher."""
     show = ("import binascii, json, os; "
             "topo = json.loads(binascii.unhexlify(os.environ['FLODL_INTERNAL_FULL_CLUSTER_JSON'])); "
-            f"print('probe says', topo['env']['{PROBE}'], flush=True)")
+            f"print('probe says', topo['env']['{PROBE}'], topo['workers'][1]['env']['{PROBE}_W'], flush=True)")
     return f"python3 record_env.py {record} && python3 -c \"{show}\" && python3 standin_launcher.py --epochs 2"
 
 
@@ -105,6 +114,7 @@ def _launcher_got_it(record: Path) -> None:
     env = json.loads(record.read_text())["env"]
     topo = json.loads(bytes.fromhex(env["FLODL_INTERNAL_FULL_CLUSTER_JSON"]))
     assert topo["env"][PROBE] == SECRET
+    assert topo["workers"][1]["host"] == "h2" and topo["workers"][1]["env"][f"{PROBE}_W"] == WORKER_SECRET
     record.unlink()
 
 
@@ -122,7 +132,7 @@ def test_a_vaulted_cluster_env_value_reaches_the_launcher_and_nothing_else(
     del group["flodl_cluster_env"]  # from the vaulted group_vars only
     host_vars = worker_vars(project, TWO_VARIANTS, {"h1": [0], "h2": [0], "h3": [0]})
     inv = cluster.write_inventory(tmp_path / "inv" / "hosts.json", group, host_vars)
-    _vaulted_group_vars(inv.parent / "group_vars", password)
+    _vaulted_vars(inv.parent, password)
 
     for verbosity in ("-v", "-vvvv"):
         dump, log = tmp_path / f"results{verbosity}.jsonl", tmp_path / f"ansible{verbosity}.log"
@@ -134,7 +144,7 @@ def test_a_vaulted_cluster_env_value_reaches_the_launcher_and_nothing_else(
                  "DUMP_RESULTS_FILE": str(dump), "ANSIBLE_LOG_PATH": str(log)})
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
         assert "[h3] done" in proc.stdout  # the ranks ran
-        assert f"probe says {MARK}" in proc.stdout  # the launcher's own line, withheld as it streamed
+        assert f"probe says {MARK} {MARK}" in proc.stdout  # the launcher's own line, withheld as it streamed
         assert _leaks(proc.stdout + proc.stderr) == [], verbosity
         assert dump.read_text().count('"kind": "ok"') >= 6
         assert _leaks(dump.read_text()) == [], f"a callback received the value at {verbosity}"
@@ -146,7 +156,7 @@ def test_a_vaulted_cluster_env_value_reaches_the_launcher_and_nothing_else(
     ansible_runner = _runner()
     pdd = job_dir(tmp_path / "pdd", installed_collection, tmp_path / "ansible-local")
     runner_inv = cluster.write_inventory(pdd / "inventory" / "hosts.json", group, host_vars)
-    _vaulted_group_vars(runner_inv.parent / "group_vars", password)
+    _vaulted_vars(runner_inv.parent, password)
     r = ansible_runner.run(private_data_dir=str(pdd), playbook="train.yml", quiet=True,
                            cmdline=f"--vault-password-file {password}")
     stdout = r.stdout.read()
