@@ -21,10 +21,11 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import Topo
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
 MODULE = "flodl.cluster.cargo_prebuild"
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
 
 
 class ActionModule(ActionBase):
@@ -33,6 +34,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         if "workers" in self._task.args:  # a hand-written call: the module alone
             result = super().run(tmp, task_vars)

@@ -28,8 +28,12 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import l
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
+# What run_launcher runs from this result (module_utils.prepared_launch): registered whole, so the launcher gets
+# the real values; when one holds a vaulted value the result is no_log (plugin_utils.vault_values.withheld).
+PREPARED = ("command", "cwd", "env", "log_dir", "ssh_control_dir")
 
 
 class ActionModule(ActionBase):
@@ -39,6 +43,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding(keep=PREPARED)
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -134,4 +139,6 @@ class ActionModule(ActionBase):
                       gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
                       launch_mode=args["launch_mode"], walk_in=walk_in,
                       **run_handoff.fields(ctx))
+        if ctx.vaulted:  # for run_launcher, which withholds them from the launch's output and log
+            result[vault_values.CIPHERTEXTS_KEY] = vault_values.ciphertexts()
         return result

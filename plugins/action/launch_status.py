@@ -19,8 +19,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, host_problem, run_on
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import fields as model_fields
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
 POLL_SECONDS = 5.0
 
 
@@ -31,6 +32,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}

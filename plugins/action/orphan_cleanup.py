@@ -14,8 +14,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, or
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import stop_detached
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
 
 
 class ActionModule(ActionBase):
@@ -25,6 +26,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}

@@ -16,8 +16,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_swe
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
 
 
 class ActionModule(ActionBase):
@@ -27,6 +28,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = self._check(tmp, task_vars)
         if not result.get("failed"):  # the job artifact, without a set_stats task (module_utils.job_artifacts)

@@ -28,8 +28,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process imp
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
-display = Display()
+display = vault_values.RedactingDisplay(Display())
 ORPHAN_CLEANUP_TIMEOUT = 30.0
 
 
@@ -40,13 +41,17 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         self._task.args = without_blanks(self._task.args, RUN_LAUNCHER)
         _spec, args = self.validate_argument_spec(**RUN_LAUNCHER)
         if args["prepared_var"]:
-            args, refused = prepared_args(args, args["prepared_var"], registered(task_vars, args["prepared_var"]))
+            prepared = registered(task_vars, args["prepared_var"])
+            if isinstance(prepared, Mapping):  # launch_env names the run's vaulted values: withheld from the output
+                vault_values.add_ciphertexts(prepared.get(vault_values.CIPHERTEXTS_KEY))
+            args, refused = prepared_args(args, args["prepared_var"], prepared)
         else:
             refused = None
         if refused:
@@ -100,7 +105,7 @@ class ActionModule(ActionBase):
             chdir = os.getcwd()  # ssh runs from here; the command runs in chdir on the launch host
         stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
-            log = launch_io.open_launch_log(log_dir, stamp, display.warning)
+            log = launch_io.open_launch_log(log_dir, stamp, display.warning, vault_values.step_secrets())
         except OSError as exc:
             result.update(failed=True, msg=f"cannot create the launch log under {log_dir}: {exc}")
             return result

@@ -13,6 +13,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
 
 class ActionModule(ActionBase):
@@ -22,6 +23,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _requires_connection = False
 
+    @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(**TOPOLOGY)

@@ -30,8 +30,10 @@ class LogSink:
     caller what happened, e.g. for the task result.
     """
 
-    def __init__(self, fh: Any, path: str, warn: Callable[[str], None]) -> None:
+    def __init__(self, fh: Any, path: str, warn: Callable[[str], None],
+                 scrub: Callable[[bytes], bytes] | None = None) -> None:
         self._fh = fh
+        self._scrub = scrub  # applied to each write (a line): what must not reach the file (vaulted values)
         self.path = path
         self._warn = warn
         self.error: str | None = None
@@ -62,7 +64,7 @@ class LogSink:
             self.dropped += 1
             return False
         try:
-            self._fh.write(data)
+            self._fh.write(self._scrub(data) if self._scrub is not None else data)
         except OSError as exc:
             self.dropped += 1
             self._fail(exc)

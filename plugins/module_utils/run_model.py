@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import REDACTED, holds_secret, remote_workers
+from ansible_collections.flodl.cluster.plugins.module_utils.vault_redact import mask, unmask
 
 MODEL_VERSION = 1
 RESULT_KEY = "run_model"  # where a step's result carries the model it built
@@ -46,6 +47,13 @@ class RunContext:
     # How this step got the model (run_handoff.trace), and the model it built for the later steps: not in the model.
     trace: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     handoff: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # Values that came from Ansible Vault: plaintext -> ciphertext (plugin_utils.vault_values); never in the model.
+    vaulted: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The vaulted plaintexts, to withhold from results, displays and logs (module_utils.vault_redact)."""
+        return sorted(self.vaulted)
 
     @property
     def remotes(self) -> list[dict[str, Any]]:
@@ -67,7 +75,7 @@ _SHAPE: dict[str, tuple[type, ...]] = {
 }
 
 
-_NOT_MODEL = ("trace", "handoff")
+_NOT_MODEL = ("trace", "handoff", "vaulted")
 
 
 def fingerprint(inputs: Any) -> str:
@@ -77,12 +85,19 @@ def fingerprint(inputs: Any) -> str:
 
 
 def to_model(ctx: RunContext, phases: list[str], connections: bool, print_: str) -> dict[str, Any]:
-    """The model as plain JSON data, the join token replaced (results are shown with -v and published)."""
+    """The model as plain JSON data, the join token replaced (results are shown with -v and published).
+
+    Each vaulted value is a numbered placeholder; its ciphertext travels beside (``vaulted``), in the same order.
+    """
     data = json.loads(json.dumps({k: v for k, v in asdict(ctx).items() if k not in _NOT_MODEL}))
     if holds_secret(data["cluster"]):
         data["cluster"]["controller"]["join"]["token"] = REDACTED
-    return {"version": MODEL_VERSION, "phases": sorted(set(phases)), "connections": bool(connections),
-            "fingerprint": print_, "context": data}
+    secrets = ctx.secrets
+    model = {"version": MODEL_VERSION, "phases": sorted(set(phases)), "connections": bool(connections),
+             "fingerprint": print_, "context": mask(data, secrets)}
+    if secrets:
+        model["vaulted"] = [ctx.vaulted[s] for s in secrets]
+    return model
 
 
 def _str_list(value: Any) -> bool:
@@ -98,11 +113,13 @@ def _cluster_ok(cluster: Any) -> bool:
 
 
 def from_model(model: Any, phases: list[str], connections: bool, print_: str,
-               token: str | None) -> RunContext | None:
+               token: str | None, unvault: Callable[[list[str]], list[str] | None] = lambda _c: None,
+               ) -> RunContext | None:
     """The context a model carries, when it is one of this run, covers ``phases`` and has the right shape.
 
     ``connections``: the phase reaches workers, so the model must hold their resolved connections.
     ``token``: the join token as the run's variables give it now (the model holds a placeholder).
+    ``unvault``: the plaintexts of the model's ``vaulted`` ciphertexts (None when they cannot be decrypted).
     """
     if not isinstance(model, Mapping) or model.get("version") != MODEL_VERSION:
         return None
@@ -123,11 +140,22 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         return None
     if not _str_list(data.get("play_hosts")) or not _str_list(data.get("warnings")):
         return None
-    values = json.loads(json.dumps(dict(data)))
+    vaulted = model.get("vaulted", [])
+    if not _str_list(vaulted):
+        return None
+    secrets = unvault(vaulted) if vaulted else []
+    if secrets is None or len(secrets) != len(vaulted):
+        return None
+    try:
+        values = unmask(json.loads(json.dumps(dict(data))), secrets)
+    except ValueError:
+        return None
     join = values["cluster"]["controller"].get("join")
     if isinstance(join, dict) and join.get("token") == REDACTED:
         if token is None:
             return None
         join["token"] = token
-    return RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
-                                                "play_hosts", "warnings")})
+    ctx = RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
+                                               "play_hosts", "warnings")})
+    ctx.vaulted = dict(zip(secrets, vaulted))
+    return ctx

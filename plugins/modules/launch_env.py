@@ -133,9 +133,19 @@ walk_in:
   returned: success
   type: dict
 env:
-  description: Variables to add to the controller environment of the launch command (all strings).
+  description:
+    - Variables to add to the controller environment of the launch command (all strings).
+    - Registered whole (flodl.cluster.run_launcher runs these bytes); when this or the command holds a value that came
+      from Ansible Vault, the whole result is C(no_log), so callbacks and job events get it censored.
   returned: success
   type: dict
+vaulted:
+  description:
+    - The ciphertexts of the run's vaulted values, for flodl.cluster.run_launcher, which withholds them from the
+      launcher's output and log. Every other field of this result shows them as C(<vaulted value withheld>).
+  returned: when the run holds a value that came from Ansible Vault
+  type: list
+  elements: str
 command:
   description: The command to run (compose overlay flags included).
   returned: success
@@ -190,7 +200,9 @@ launch_warnings:
   type: list
   elements: str
 run_model:
-  description: The run model this step built, for the later phases of this run (join token redacted); internal, see docs/architecture.md, One run model per run.
+  description:
+    - The run model this step built, for the later phases of this run (join token redacted, each vaulted value a
+      placeholder with its ciphertext beside); internal, see docs/architecture.md, One run model per run.
   returned: when this step built the model
   type: dict
 ssh_control_dir:

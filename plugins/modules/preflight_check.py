@@ -187,7 +187,9 @@ refused:
   returned: when refused for workers' variables
   type: bool
 run_model:
-  description: The run model this step built, for the later phases of this run (join token redacted); internal, see docs/architecture.md, One run model per run.
+  description:
+    - The run model this step built, for the later phases of this run (join token redacted, each vaulted value a
+      placeholder with its ciphertext beside); internal, see docs/architecture.md, One run model per run.
   returned: when this step built the model
   type: dict
 problems:

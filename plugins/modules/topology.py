@@ -74,7 +74,9 @@ remote_hosts:
   elements: str
   sample: [gpu-b, gpu-c]
 run_model:
-  description: The run model this step built, for the later phases of this run (join token redacted); internal, see docs/architecture.md, One run model per run.
+  description:
+    - The run model this step built, for the later phases of this run (join token redacted, each vaulted value a
+      placeholder with its ciphertext beside); internal, see docs/architecture.md, One run model per run.
   returned: when this step built the model
   type: dict
 prebuild:

@@ -21,7 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext, to_model
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection, derive_worker_ssh
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff, vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import AnsibleConnections
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_reader import ConnectionResolver, build_context
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import (
@@ -79,6 +79,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     received = run_handoff.received(task_vars, templar, phases, connections, print_)
     if received is not None:
         ctx, source = received
+        vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
         ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
@@ -92,6 +93,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
         return base(name, host_vars)
 
     ctx = build_context(task_vars, templar, phases, resolve)
+    vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
     ctx.trace = run_handoff.trace("built", validations=1, resolved=len(resolved))
     if connections:
         ctx.handoff = to_model(ctx, phases, connections, print_)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible.utils.display import Display
@@ -26,6 +26,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.logsink import LogSi
 from ansible_collections.flodl.cluster.plugins.module_utils.preflight_probe import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_files import atomic_write, open_log
+from ansible_collections.flodl.cluster.plugins.module_utils.vault_redact import redact_bytes
 from ansible_collections.flodl.cluster.plugins.module_utils.safe_reads import (
     ENVELOPE_MAX,
     FDL_FILE_MAX,
@@ -204,14 +205,16 @@ def apply_overlay(plan: le.LaunchPlan, project_dir: str, check: bool, warnings: 
     return changed
 
 
-def open_launch_log(log_dir: str, stamp: str, warn: Callable[[str], None]) -> LogSink:
+def open_launch_log(log_dir: str, stamp: str, warn: Callable[[str], None], secrets: Sequence[str] = ()) -> LogSink:
     """A new 0640 log under ``log_dir`` (never opened through a planted symlink: rank output may hold secrets).
 
     A full disk later only stops the log, never the run (LogSink). Raises OSError when it cannot be created.
+    ``secrets`` (vaulted values) are withheld from every line written.
     """
     make_dirs(log_dir, PRIVATE_DIR_MODE)  # modes set explicitly: a umask 000 must not make it group-writable
     path = os.path.join(log_dir, f"launch-{stamp}-{os.getpid()}.log")
-    return LogSink(open_log(path, binary=True), path, warn)
+    scrub = (lambda data: redact_bytes(data, secrets)) if secrets else None
+    return LogSink(open_log(path, binary=True), path, warn, scrub)
 
 
 def log_dir_of(ctx: RunContext, given: str | None) -> tuple[str, list[str]]:

@@ -26,6 +26,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.run_model import (
     fingerprint,
     from_model,
 )
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import CLUSTER_VARS, RUN_VARS, WORKERS_GROUP
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import plain, var
 
@@ -67,7 +68,8 @@ def received(task_vars: Mapping[str, Any], templar: Any, phases: list[str], conn
         registered = task_vars.get(source)
         if not isinstance(registered, Mapping) or RESULT_KEY not in registered:
             continue
-        ctx = from_model(plain(registered[RESULT_KEY]), phases, connections, print_, _token(task_vars, templar))
+        ctx = from_model(plain(registered[RESULT_KEY]), phases, connections, print_, _token(task_vars, templar),
+                         vault_values.decrypted)
         if ctx is not None:
             return ctx, source
     return None

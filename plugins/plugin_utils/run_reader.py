@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import knobs
@@ -39,7 +39,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
 from ansible_collections.flodl.cluster.plugins.module_utils.cluster_ranks import too_few_ranks
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, cluster_from_inventory
 from ansible_collections.flodl.cluster.plugins.module_utils.validate import cluster_findings
+from ansible_collections.flodl.cluster.plugins.module_utils.vault_redact import redact_text
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_rules as rules
+from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils.inventory_sources import empty_group_problem
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import as_bool, plain, var
@@ -48,18 +50,22 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import as_
 ConnectionResolver = Callable[[str, Mapping[str, Any]], ResolvedConnection]
 
 
-def _worker_vars(task_vars: Mapping[str, Any], templar: Any) -> list[tuple[str, dict[str, Any], Mapping[str, Any]]]:
+def _worker_vars(task_vars: Mapping[str, Any], templar: Any,
+                 vaulted: dict[str, str]) -> list[tuple[str, dict[str, Any], Mapping[str, Any]]]:
+    """Each worker's variables, templated; the vaulted values among them (and its own) added to ``vaulted``."""
     groups = task_vars.get("groups") or {}
     hostvars = task_vars.get("hostvars") or {}
     out: list[tuple[str, dict[str, Any], Mapping[str, Any]]] = []
     for name in groups.get(rules.WORKERS_GROUP, []):
         raw = hostvars[name]
+        vault_values.in_host(raw, vaulted)
         values: dict[str, Any] = {}
         for key in rules.WORKER_VARS:
             if key in raw:
                 value = raw[key]
                 if templar is not None:
                     value = templar.template(value)
+                vault_values.found_in(value, vaulted)
                 values[key] = plain(value)
         out.append((str(name), values, raw))
     return out
@@ -82,14 +88,21 @@ def build_context(
 ) -> RunContext:
     """Read and validate the run for ``phases``; raise TopologyError listing every problem."""
     resolve = resolve or _vars_resolver(templar)
-    cluster_vars = {name: var(task_vars, templar, name) for name in rules.CLUSTER_VARS}
-    cluster_vars = {k: v for k, v in cluster_vars.items() if v is not None}
+    # What came from Ansible Vault: the task's own variables (a run-level knob, or what one refers to) and each
+    # worker's, before templating and after (a reference to a vaulted variable keeps its mark).
+    vaulted = vault_values.in_task_vars(task_vars)
+    cluster_vars: dict[str, Any] = {}
+    for name in (n for n in rules.CLUSTER_VARS if n in task_vars):
+        value = templar.template(task_vars[name]) if templar is not None else task_vars[name]
+        vault_values.found_in(value, vaulted)
+        if (value := plain(value)) is not None:
+            cluster_vars[name] = value
     identity = controller_hostname(os.environ, run_for_output)
     problems: list[Problem] = []
     workers: list[tuple[str, dict[str, Any]]] = []
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
-    worker_rows = _worker_vars(task_vars, templar)
+    worker_rows = _worker_vars(task_vars, templar, vaulted)
     if not worker_rows and rules.GANG_PHASES.intersection(phases):
         # The playbook ran on localhost for want of workers: nothing else about the run matters.
         raise TopologyError([empty_group_problem(task_vars.get("ansible_inventory_sources"), phases)])
@@ -144,7 +157,7 @@ def build_context(
     # The roles' argument specs, as Ansible checks them at role start, for what the rules above do not cover.
     problems += rules.argspec_problems(task_vars, templar, phases, workers, problems)
     if problems:
-        raise _refusal(problems, all_workers)
+        raise _refusal(problems, all_workers, sorted(vaulted))
 
     fdl_env = var(task_vars, templar, "flodl_fdl_env")
     launch_command = var(task_vars, templar, "flodl_launch_command")
@@ -166,16 +179,18 @@ def build_context(
         project_dir=str(checkout or cluster["controller"]["path"]),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
+        vaulted=vaulted,
     )
 
 
-def _refusal(problems: list[Problem], inventory_order: list[str]) -> TopologyError:
+def _refusal(problems: list[Problem], inventory_order: list[str],
+             secrets: Sequence[str] = ()) -> TopologyError:
     """The refusal, rendered: every problem in order, and each worker's own (by the problem's worker)."""
     per_host: dict[str, list[str]] = {}
     for problem in problems:
         if problem.worker is not None:
-            per_host.setdefault(inventory_order[problem.worker], []).append(problem.text())
-    return TopologyError(texts(problems), per_host=per_host or None)
+            per_host.setdefault(inventory_order[problem.worker], []).append(redact_text(problem.text(), secrets))
+    return TopologyError([redact_text(t, secrets) for t in texts(problems)], per_host=per_host or None)
 
 
 def _net_timeout_scale(task_vars: Mapping[str, Any], templar: Any, problems: list[Problem]) -> str | None:

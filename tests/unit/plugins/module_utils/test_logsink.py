@@ -108,3 +108,10 @@ def test_errno_name():
     assert errno_name(OSError(errno.ENOSPC, "x")) == "ENOSPC"
     assert errno_name(OSError(99999, "x")) == "errno 99999"
     assert errno_name(OSError("no errno")) == "OSError"
+
+
+def test_a_scrub_filters_every_write_before_the_file():
+    fh = io.BytesIO()
+    sink = LogSink(fh, "/x.log", lambda _m: None, scrub=lambda data: data.replace(b"secret", b"<withheld>"))
+    assert sink.write(b"rank says secret\n")
+    assert fh.getvalue() == b"rank says <withheld>\n"
