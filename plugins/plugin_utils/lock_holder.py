@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Holds the run lock while ansible-playbook lives; run as a script, in one of two ways.
 
-``lock_holder.py --lease <playbook pid> <its start time> <lock path> <run id> <renew seconds>``: the lock
-taken on this machine. Renews its lease (touches the file) while the ansible-playbook process lives,
-then removes it; both only while the lock holds ``run id``. Killed with everything else (a deleted
-pod), it leaves the lease to lapse.
+``lock_holder.py --lease <playbook pid> <its start time> <run id> <renew seconds>``, the lock's path in
+``FLODL_RUN_LOCK_PATH``: the lock taken on this machine. Renews its lease (touches the file) while the
+ansible-playbook process lives, then removes it; both only while the lock holds ``run id``. Killed with
+everything else (a deleted pod), it leaves the lease to lapse.
 
 The launch host's session:
 
@@ -34,6 +34,7 @@ from typing import Any
 POLL_SECONDS = 0.5
 RELEASE_WAIT_SECONDS = 15.0
 LEASE = "--lease"
+PATH_VARIABLE = "FLODL_RUN_LOCK_PATH"
 MAX_LOCK_BYTES = 4096  # module_utils.runlock.MAX_LOCK_BYTES (not importable here)
 
 
@@ -127,5 +128,5 @@ def hold(playbook_pid: int, end_mark: bytes, argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1] == LEASE:
-        sys.exit(keep_lease(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])))
+        sys.exit(keep_lease(int(sys.argv[2]), sys.argv[3], os.environ[PATH_VARIABLE], sys.argv[4], float(sys.argv[5])))
     sys.exit(hold(int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3:]))

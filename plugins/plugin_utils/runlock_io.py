@@ -100,13 +100,17 @@ def take_lock(project_dir: str, controller_host: str, holder_pid: int, *, run_id
 
 
 def keep_lease(path: str, run_id: str, playbook_pid: int, ttl: int) -> None:
-    """Start the holder that renews the lease while ``playbook_pid`` lives, then releases it (its own session)."""
+    """Start the holder that renews the lease while ``playbook_pid`` lives, then releases it (its own session).
+
+    The path travels in its environment, which holds nothing else: a search of the machine for the run's
+    processes (the project's build paths on a command line, a job's variables) never finds the holder.
+    """
     start = lock_holder.process_start(playbook_pid) or ""
     subprocess.Popen(
-        [sys.executable, "-I", "-S", lock_holder.__file__, lock_holder.LEASE, str(playbook_pid), start, path, run_id,
+        [sys.executable, "-I", "-S", lock_holder.__file__, lock_holder.LEASE, str(playbook_pid), start, run_id,
          str(runlock.renew_seconds(ttl))],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        close_fds=True)
+        env={lock_holder.PATH_VARIABLE: path}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd="/")
 
 
 def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str) -> tuple[bool, str | None]:

@@ -145,3 +145,10 @@ def test_the_holder_script_runs_alone_and_releases_when_the_playbook_ends(tmp_pa
     while os.path.exists(_lock(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(_lock(tmp_path))
+
+
+@pytest.mark.parametrize("value, ttl", [(None, 60), ("", 60), ("12", 12), (12.7, 12), (4, 60), (10**9, 86400)])
+def test_the_ttl_read_from_the_run(value, ttl):
+    from ansible_collections.flodl.cluster.plugins.plugin_utils.context import run_lock_ttl
+
+    assert run_lock_ttl({} if value is None else {"flodl_run_lock_ttl": value}, None) == ttl
