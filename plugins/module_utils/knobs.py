@@ -25,6 +25,8 @@ NUMBERS = (
      "2"),
     ("flodl_launch_connect_timeout", "launch", 0.0, True,
      "seconds the launcher's ssh may take to reach a worker (0: no bound, fdl-cli's topology bytes)", "10"),
+    ("flodl_run_lock_ttl", "launch", 5.0, True,
+     "seconds the run lock's lease outlives its last renewal: how long a killed run blocks the next", "60"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (

@@ -19,8 +19,8 @@ description:
   - With C(flodl_launch_host) in a play that launches, the launch host is the controller. One ssh session
     there, in parallel with the workers' probes and with C(StrictHostKeyChecking=yes) after that host's own
     options, takes the run lock on its filesystem, checks the controller's data path and GPU count there,
-    reads its identity and checks that the launcher there reaches every worker. The session holds the lock
-    until ansible-playbook ends. A refused lock, an unknown or changed key, or no answer fails this task.
+    reads its identity and checks that the launcher there reaches every worker. The session holds the lock,
+    renewing its lease every C(flodl_run_lock_ttl)/6 seconds, until ansible-playbook ends, then removes it. A refused lock, an unknown or changed key, or no answer fails this task.
   - Runs exactly one ssh per remote worker, all in parallel, with flodl's own ssh argv
     (C(-p), C(-l), C(-i), the user's C(-o) options, then C(-T -o BatchMode=yes -o ConnectTimeout=5)) and a
     POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and

@@ -29,8 +29,12 @@ options:
       - Take the project's run lock (C(<flodl_project_dir>/target/cluster/run.lock)) for this ansible-playbook run,
         or fail at once, naming the holder, when another live run holds it. A second start would kill the first
         run's ranks (the launcher's pre-spawn cleanup stops every process of the same binary).
-      - The holder is the ansible-playbook process, so the lock ends with it however it ends. Not taken in check
-        mode, nor when C(flodl_run_lock) is false (a deliberate replacement of a live run).
+      - The lock is a lease named after the controller's identity (C(FLODL_HOST_NAME), else the host name) and
+        this run's id. A holder process renews it every C(flodl_run_lock_ttl)/6 seconds while ansible-playbook
+        lives and removes it when ansible-playbook ends, however it ends; a run killed with its holder (a deleted
+        pod) leaves a lock that any controller takes over once it has not been renewed for C(flodl_run_lock_ttl)
+        seconds (60 by default). Not taken in check mode, nor when C(flodl_run_lock) is false (a deliberate
+        replacement of a live run).
     type: bool
     default: false
 attributes:

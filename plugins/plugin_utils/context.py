@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext, to_model
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection, derive_worker_ssh
@@ -111,6 +112,18 @@ def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[s
 def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
     """``flodl_run_lock`` (default true): false starts a run even while another one is live."""
     return as_bool(var(task_vars, templar, "flodl_run_lock", True)) is not False
+
+
+def run_lock_ttl(task_vars: Mapping[str, Any], templar: Any) -> int:
+    """``flodl_run_lock_ttl``: seconds the run lock's lease outlives its last renewal (range checked with the run)."""
+    raw = var(task_vars, templar, runlock.TTL_VARIABLE)
+    try:
+        found = float(raw) if raw is not None and not isinstance(raw, bool) and str(raw).strip() else None
+    except (TypeError, ValueError):
+        found = None
+    if found is None or found < runlock.MIN_TTL:
+        return runlock.DEFAULT_TTL
+    return int(min(found, runlock.MAX_TTL))
 
 
 def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool:

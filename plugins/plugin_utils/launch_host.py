@@ -30,7 +30,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.shell import always_
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv, probe_argv, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils import lock_holder
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, run_lock_ttl
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_host_of, launch_ssh
 
 STRICT = "StrictHostKeyChecking=yes"
@@ -45,6 +45,8 @@ class Session:
     locking: bool
     forwarding: bool
     target: str
+    run_id: str | None = None
+    origin: str | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -66,14 +68,17 @@ def strict_ssh(ssh: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def this_run_id() -> str:
-    """The run id of this ansible-playbook process (the action's parent): one for every step of the run."""
+    """The run id of this ansible-playbook process (the action's parent): one for every step of the run.
+
+    Its pid namespace is part of it: two pods may give their ansible-playbook the same pid at the same tick.
+    """
     ppid = os.getppid()
     try:
-        with open(f"/proc/{ppid}/stat", encoding="ascii", errors="replace") as fh:
-            start = fh.read().rsplit(")", 1)[-1].split()[19]
-    except (OSError, IndexError):
-        start = "?"
-    return runlock.playbook_run_id(socket.gethostname(), ppid, start)
+        space = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        space = "?"
+    start = lock_holder.process_start(ppid) or "?"
+    return runlock.playbook_run_id(f"{socket.gethostname()}/{space}", ppid, start)
 
 
 def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: bool, reach: bool = True,
@@ -89,15 +94,17 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
         if reach and ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
     }
     path, _declared = effective_data_path(ctx.cluster["controller"])
+    run_id = this_run_id() if lock else None
+    origin = runlock.lock_name(ctx.controller_identity)
     script = lh.session_script(ctx.project_dir, data_path=path, reach=reach_script(argvs) if argvs else None,
-                               gpus=gpus, run_id=this_run_id() if lock else None)
+                               gpus=gpus, run_id=run_id, ttl=run_lock_ttl(task_vars, action._templar), origin=origin)
     argv = probe_argv({"host": host, "ssh": strict_ssh(ssh)}, "sh -c " + always_quote(script))
     errors = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", lock_holder.__file__, str(os.getppid()), lh.MARK_END, *argv],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, start_new_session=True, close_fds=True)
     return Session(host, proc, errors, lock, "ForwardAgent=yes" in (ssh.get("options") or []),
-                   target_of({"host": host, "ssh": ssh}).rsplit("@", 1)[-1])
+                   target_of({"host": host, "ssh": ssh}).rsplit("@", 1)[-1], run_id, origin)
 
 
 def _read_until_eof(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bool]:
@@ -138,7 +145,8 @@ def finish(session: Session, project_dir: str, timeout: float, inventory_hint: s
         why = f"no answer within {timeout:g}s" if timed_out else (last_line(err) or f"exit {rc}")
         errors.append(lh.reachable_problem(session.host, session.target, host_key_failure(err), why))
     elif session.locking:
-        error, warning = lh.lock_outcome(session.host, project_dir, facts, inventory_hint)
+        this_run = runlock.this_run_text(facts.identity or session.host, session.run_id or "?", session.origin)
+        error, warning = lh.lock_outcome(session.host, project_dir, facts, inventory_hint, this_run)
         errors += [error] if error else []
         warnings += [warning] if warning else []
     session.stderr.close()

@@ -101,7 +101,7 @@ def test_second_run_is_refused_and_a_live_rank_blocks_preflight(installed_collec
     assert f"flodl run lock: another run of project {project} is live on h2 (1 process of the rank binary)" in text
     assert "Prebuild | Build on the build host" not in blocked.stdout
     assert len(rank_processes(str(abs_bin))) == 1  # refused, not killed
-    # The first run's lock (its ansible-playbook gone) was taken over silently: that is how every run ends.
+    # The first run removed its own lock as it ended: nothing was left to take over.
     assert "lock is stale" not in text
 
     # On purpose: flodl_run_lock=false lets it through (its pre-spawn cleanup replaces the old rank).

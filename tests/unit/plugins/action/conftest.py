@@ -119,6 +119,16 @@ def controller_env(monkeypatch):
     monkeypatch.delenv("FDL_LIBTORCH_CASE", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def leases(monkeypatch) -> list[tuple[Any, ...]]:
+    """The local lock's lease holders the steps would start: recorded, not started (no playbook is their parent)."""
+    from ansible_collections.flodl.cluster.plugins.plugin_utils import runlock_io
+
+    started: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(runlock_io, "keep_lease", lambda *args: started.append(args))
+    return started
+
+
 @pytest.fixture
 def no_ssh(monkeypatch):
     """Local commands run (a GPU count, the launch command); an ssh, to a worker or anywhere, fails the test."""

@@ -139,11 +139,17 @@ def test_the_lock_step_of_an_action_takes_it_on_the_launch_host(setup, sessions,
     assert (project / runlock.LOCK_FILE_REL).is_file()
 
 
-def test_the_lock_step_here_takes_the_local_lock_or_says_why_not(setup, tmp_path, ssh_log):
+def test_the_lock_step_here_takes_the_local_lock_or_says_why_not(setup, tmp_path, ssh_log, leases):
     loaded, action, project = setup
     loaded.task_vars["flodl_launch_host"] = "localhost"
+    loaded.task_vars["flodl_run_lock_ttl"] = "12"  # a survey's answer is text
     assert runlock_io.lock_for_action(action, loaded.task_vars, str(project)) == (True, None)
-    assert (project / runlock.LOCK_FILE_REL).is_file()
+    held, _problem = runlock.parse_lock((project / runlock.LOCK_FILE_REL).read_bytes())
+    # Keyed by the controller identity the whole run uses (FLODL_HOST_NAME), renewed by a holder of its own.
+    assert (held.controller_host, held.ttl, held.pid, held.run_id) == (CONTROLLER, 12, os.getppid(), lhio.this_run_id())
+    assert leases == [(str(project / runlock.LOCK_FILE_REL), held.run_id, os.getppid(), 12)]
+    assert runlock_io.lock_for_action(action, loaded.task_vars, str(project)) == (True, None)  # the same run
+    assert len(leases) == 1
     outside = tmp_path / "outside"
     outside.mkdir()
     other = tmp_path / "other"

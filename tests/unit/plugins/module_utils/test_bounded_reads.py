@@ -109,7 +109,7 @@ def test_run_lock_planted_as_fifo_or_huge_is_taken_over_at_once(tmp_path, plant)
     lock_dir.mkdir(parents=True)
     path = lock_dir / "run.lock"
     fifo(path) if plant == "fifo" else big(path, 1 << 30)
-    refusal, warnings = bounded(lambda: runlock_io.take_lock(str(tmp_path), "ctl", os.getpid()))
+    refusal, warnings, _written = bounded(lambda: runlock_io.take_lock(str(tmp_path), "ctl", os.getpid()))
     assert refusal is None
     assert len(warnings) == 1 and str(path) in warnings[0] and "taking it over" in warnings[0]
     held, problem = runlock.parse_lock(path.read_bytes())  # replaced by a real record

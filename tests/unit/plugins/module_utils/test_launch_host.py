@@ -5,6 +5,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -74,16 +75,33 @@ def test_the_lock_is_taken_held_and_released_by_its_session(project, tmp_path):
     assert not os.path.exists(_lock(project))
 
 
+def _space() -> str:
+    """This process's ``<boot id>:<pid namespace>``, as the session computes its own."""
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+
+
+def _plant(project: str, record: rl.LockRecord, age: float = 0.0) -> None:
+    """A lock last renewed ``age`` seconds ago (its mtime moved back)."""
+    os.makedirs(os.path.dirname(_lock(project)), exist_ok=True)
+    with open(_lock(project), "w") as fh:
+        fh.write(record.to_json())
+    now = time.time()
+    os.utime(_lock(project), (now - age, now - age))
+
+
+def _hostname() -> str:
+    return subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_a_lock_whose_holder_is_gone_is_taken_over_with_a_message(project):
     gone = subprocess.Popen(["true"])
     gone.wait()
-    host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
-    stale = rl.LockRecord(run_id=RUN_A, controller_host=host, pid=gone.pid, started=1.0, project=project, user="u")
-    os.makedirs(os.path.dirname(_lock(project)))
-    with open(_lock(project), "w") as fh:
-        fh.write(stale.to_json())
+    host = _hostname()
+    _plant(project, rl.LockRecord(run_id=RUN_A, controller_host=host, pid=gone.pid, started=1.0, project=project,
+                                  user="u", space=_space(), pid_start="12345"))
     facts, proc = _open(project, RUN_B)
-    assert facts.lock_state == "stale"
+    assert (facts.lock_state, facts.lock_why) == ("stale", "gone")
     error, warning = lh.lock_outcome("ctl", project, facts)
     assert error is None
     assert warning == (f"run lock ctl:{_lock(project)}: its holder, pid {gone.pid} on {host} (run id {RUN_A}), "
@@ -92,16 +110,54 @@ def test_a_lock_whose_holder_is_gone_is_taken_over_with_a_message(project):
     _close(proc)
 
 
-@pytest.mark.parametrize("age, state", [(60, "held"), (40 * 86400, "stale")])
-def test_another_hosts_lock_is_honoured_until_it_is_old(project, age, state):
-    import time
+@pytest.mark.parametrize("space", ["other-boot:1", None])
+def test_a_pid_of_another_namespace_or_an_older_record_is_not_judged_here(project, space):
+    """An execution-environment container's pid names another process (or none) here: only the lease counts."""
+    _plant(project, rl.LockRecord(run_id=RUN_A, controller_host=_hostname(), pid=2**31 - 2, started=1.0,
+                                  project=project, user="u", space=space, pid_start="12345" if space else None))
+    facts = _run(project, RUN_B)
+    assert facts.lock_state == "held" and facts.lock_age is not None and facts.lock_age <= 2
 
-    other = rl.LockRecord(run_id=RUN_A, controller_host="elsewhere", pid=1, started=int(time.time()) - age,
-                          project=project, user="u")
-    os.makedirs(os.path.dirname(_lock(project)))
-    with open(_lock(project), "w") as fh:
-        fh.write(other.to_json())
-    assert _run(project, RUN_B).lock_state == state
+
+@pytest.mark.parametrize("age, ttl, state", [(30, 60, "held"), (100, 60, "stale"), (100, None, "stale"),
+                                             (100, 300, "held"), (-3600, 60, "held")])
+def test_another_controllers_lock_is_honoured_until_its_lease_lapses(project, age, ttl, state):
+    other = rl.LockRecord(run_id=RUN_A, controller_host="elsewhere", pid=1, started=1.0, project=project, user="u",
+                          ttl=ttl, space="b:1", pid_start="1")
+    _plant(project, other, age)
+    facts = _run(project, RUN_B)
+    assert facts.lock_state == state
+    error, warning = lh.lock_outcome("ctl", project, facts, this_run=rl.this_run_text("ctl", RUN_B, "pod-b"))
+    if state == "held":
+        assert warning is None
+        assert (f"is live on controller elsewhere (run lock held by pid 1 of u, run id {RUN_A}, lease renewed "
+                f"{max(0, facts.lock_age)} s ago, over once {ttl or 60} s pass without renewal); this run "
+                f"(controller ctl, run id {RUN_B}, started from pod-b) was not started") in error
+    else:
+        assert error is None and facts.lock_why == "expired"
+        assert warning == (f"run lock ctl:{_lock(project)}: the lease of its holder, pid 1 on elsewhere (run id "
+                           f"{RUN_A}), lapsed: not renewed for {facts.lock_age} s, over its 60 s (that run was killed "
+                           "or cut off); the lock was taken over for this run")
+
+
+def test_the_session_renews_its_lease_and_records_the_controller_identity(project):
+    env = {**os.environ, "FLODL_HOST_NAME": " ctl b "}
+    facts, holder = _open(project, RUN_A, ttl=6, origin="pod-a", env=env)  # renewed every second
+    assert facts.lock_state == "taken"
+    record, problem = rl.parse_lock(open(_lock(project), "rb").read())
+    assert problem is None
+    assert (record.controller_host, record.origin, record.ttl, record.space) == ("ctl_b", "pod-a", 6, _space())
+    assert record.pid_start == open(f"/proc/{holder.pid}/stat").read().rsplit(")", 1)[1].split()[19]
+    old = time.time() - 100
+    os.utime(_lock(project), (old, old))
+    deadline = time.monotonic() + 10
+    while os.stat(_lock(project)).st_mtime < time.time() - 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert os.stat(_lock(project)).st_mtime >= time.time() - 5, "the lease was not renewed"
+    # Same identity and namespace, live pid: its own session's lock is held, not judged gone.
+    assert _run(project, RUN_B, env=env).lock_state == "held"
+    _close(holder)
+    assert not os.path.exists(_lock(project))
 
 
 def test_garbage_a_fifo_or_a_link_in_place_of_the_lock_is_replaced_not_read(project, tmp_path):

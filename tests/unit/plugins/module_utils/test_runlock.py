@@ -68,29 +68,76 @@ def test_parse_lock_accepts_an_integer_start():
     assert why is None and record.started == 1000.0
 
 
-# ------------------------------------------------------------ staleness
+# ------------------------------------------------------------ staleness: the holder's pid, where it means something
+
+SPACE = "boot-1:4026531836"
+OURS = rl.LockRecord(run_id="0123abcd", controller_host="ctl", pid=4242, started=1000.5, project="/srv/proj",
+                     user="alice", ttl=60, space=SPACE, pid_start="777")
 
 
-def test_own_lock_with_a_dead_pid_is_stale():
-    assert rl.stale_reason(REC, this_host="ctl", now=2000, pid_alive=False) == "its process 4242 on ctl is gone"
+def _stale(record=OURS, host="ctl", space=SPACE, age=1.0, start=None):
+    return rl.stale_reason(record, this_host=host, this_space=space, lease_age=age, holder_start=start)
 
 
-def test_own_lock_with_a_live_pid_holds():
-    assert rl.stale_reason(REC, this_host="ctl", now=2000, pid_alive=True, pid_started=999.0) is None
-    assert rl.stale_reason(REC, this_host="ctl", now=2000, pid_alive=None) is None
+def test_a_dead_or_reused_holder_pid_in_the_same_namespace_frees_the_lock_at_once():
+    assert _stale(start="") == "its process 4242 on ctl is gone"
+    assert _stale(start="900") == "process 4242 on ctl is a newer process that reused the pid"
+    assert _stale(start="777") is None
 
 
-def test_own_lock_with_a_reused_pid_is_stale():
-    reason = rl.stale_reason(REC, this_host="ctl", now=2000, pid_alive=True, pid_started=1500.0)
-    assert reason == "process 4242 on ctl is a newer process that reused the pid"
+@pytest.mark.parametrize("host, space, record", [
+    ("other", SPACE, OURS),  # another controller identity (FLODL_HOST_NAME differs, same machine or not)
+    ("ctl", "boot-1:4026532999", OURS),  # an execution-environment container: its own pid namespace
+    ("ctl", "boot-2:4026531836", OURS),  # the same namespace inode after a reboot
+    ("ctl", None, OURS),  # this reader cannot tell its namespace
+    ("ctl", SPACE, REC),  # a record of an earlier version: no namespace, no start time
+])
+def test_a_pid_from_another_controller_namespace_or_boot_is_never_judged(host, space, record):
+    assert not rl.pid_checkable(record, host, space)
+    assert _stale(record, host, space, start="") is None  # "no such pid here" says nothing: the lease decides
 
 
-def test_other_controllers_lock_holds_until_max_age():
-    assert rl.stale_reason(REC, this_host="other", now=1000.5 + 86400, pid_alive=None) is None
-    assert rl.stale_reason(REC, this_host="other", now=1000.5 + 31 * 86400, pid_alive=None) == (
-        "it was taken 31 days ago on ctl"
-    )
-    assert rl.stale_reason(REC, this_host="other", now=5000, pid_alive=None, max_age=100) is not None
+# ------------------------------------------------------------ staleness: the lease
+
+
+@pytest.mark.parametrize("age, stale", [(0.0, False), (59.0, False), (60.0, False), (61.0, True), (-3600.0, False),
+                                        (None, False)])
+def test_the_lease_lapses_after_its_ttl_by_the_file_systems_clock(age, stale):
+    reason = _stale(host="other", age=age)
+    assert (reason is not None) is stale
+    if stale:
+        assert reason == ("its lease was last renewed 61 s ago, over its 60 s: the run on ctl ended without "
+                          "releasing it (killed, or cut off)")
+
+
+def test_the_holders_ttl_counts_and_an_old_record_gets_the_default():
+    long_lease = rl.LockRecord(**{**OURS.__dict__, "ttl": 600})
+    assert _stale(long_lease, host="other", age=300) is None  # a reader's shorter ttl never shortens it
+    assert _stale(long_lease, host="other", age=601) is not None
+    assert rl.DEFAULT_TTL == 60 and REC.lease == 60
+    assert _stale(REC, host="other", age=61) is not None  # an earlier version's lock, never renewed
+
+
+def test_a_live_holder_renews_well_inside_its_ttl():
+    assert rl.renew_seconds(60) == 10 and rl.renew_seconds(5) == 1 and rl.renew_seconds(600) == 100
+
+
+def test_lock_name_is_the_controller_identity_in_safe_characters():
+    assert rl.lock_name(" ctl-b.lan ") == "ctl-b.lan"
+    assert rl.lock_name("my box/1") == "my_box_1"
+    assert rl.lock_name("") == "unknown-host"
+
+
+def test_lease_fields_round_trip_and_are_checked():
+    assert rl.parse_lock(OURS.to_json()) == (OURS, None)
+    assert '"ttl":60' in OURS.to_json() and '"space":"boot-1:4026531836"' in OURS.to_json()
+    body = json.loads(OURS.to_json())
+    for key, bad, why in (("ttl", 1, "ttl is not a whole number"), ("ttl", "60", "ttl is not a whole number"),
+                          ("space", "a b", "space is not a short string"), ("origin", 5, "origin is not")):
+        record, problem = rl.parse_lock(json.dumps({**body, key: bad}))
+        assert record is None and why in problem
+    record, problem = rl.parse_lock(json.dumps({**body, "space": ""}))  # a launch host without /proc
+    assert problem is None and record.space is None
 
 
 # ------------------------------------------------------------ the probe snippet, run for real
@@ -160,9 +207,20 @@ def test_refusal_names_hosts_lock_teardown_and_override():
         "flodl run lock: another run of project /srv/proj is live on h1 (2 processes of the rank binary); "
         "h2 (1 process of the rank binary); controller ctl (run lock held by pid 4242 of alice, run id 0123abcd). "
         "Starting now would kill it: the launcher's pre-spawn cleanup stops every process of the same binary. "
-        "Stop the other run with `ansible-playbook flodl.cluster.teardown -i inv.yml` (or wait for it to end), "
-        "or, to replace it on purpose, run again with `-e flodl_run_lock=false`."
+        "Stop the other run with `ansible-playbook flodl.cluster.teardown -i inv.yml` (or wait for it to end: a run "
+        "that ends releases its lock, a killed one's lease lapses), or, to replace it on purpose, run again with "
+        "`-e flodl_run_lock=false`."
     )
+
+
+def test_refusal_of_two_live_runs_names_both():
+    held = rl.LockRecord(**{**OURS.__dict__, "origin": "pod-a"})
+    message = rl.refusal_message("/srv/proj", {}, held, this_run=rl.this_run_text("ctl-b", "feed", "ctl-b"),
+                                 lease_age=4.6)
+    assert ("is live on controller ctl (run lock held by pid 4242 of alice, run id 0123abcd, started from pod-a, "
+            "lease renewed 4 s ago, over once 60 s pass without renewal); this run (controller ctl-b, run id feed) "
+            "was not started.") in message
+    assert "started from pod-b" in rl.this_run_text("trainbox", "feed", "pod-b")
 
 
 def test_live_hosts():

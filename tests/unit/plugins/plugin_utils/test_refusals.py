@@ -108,6 +108,7 @@ def test_fdl_names_in_fdl_files():
     ("flodl_build_timeout", 0), ("flodl_build_timeout", -3600),
     ("flodl_preflight_timeout", 0), ("flodl_preflight_timeout", "-1"),
     ("flodl_preflight_max_parallel", 0), ("flodl_preflight_max_parallel", 2.5),
+    ("flodl_run_lock_ttl", 0), ("flodl_run_lock_ttl", 4.5), ("flodl_run_lock_ttl", "soon"),
 ])
 def test_a_number_out_of_range_is_refused_naming_the_variable_and_fix(name, value):
     exc = refused(task_vars(**{name: value}))
@@ -119,6 +120,7 @@ def test_a_number_out_of_range_is_refused_naming_the_variable_and_fix(name, valu
 @pytest.mark.parametrize("name, value", [
     ("flodl_launch_timeout", 0), ("flodl_launch_timeout", "86400"), ("flodl_launch_grace_seconds", 0),
     ("flodl_build_timeout", "600"), ("flodl_preflight_timeout", 5), ("flodl_preflight_max_parallel", "8"),
+    ("flodl_run_lock_ttl", 5), ("flodl_run_lock_ttl", "120"),
 ])
 def test_numbers_in_range_pass(name, value):
     assert knob_problems({name: value}, ALL, prebuild=True) == []
