@@ -39,7 +39,7 @@ def test_under_umask_000_the_directories_and_the_run_lock_are_not_group_or_world
     old = os.umask(0)
     try:
         sf.make_dirs_under(str(project), "target/cluster/h2/cu128")
-        assert runlock_io.take_lock(str(project), "ctl", os.getpid()) == (None, [])
+        assert runlock_io.take_lock(str(project), "ctl", os.getpid()) == (None, [], True)
     finally:
         os.umask(old)
     made = [tmp_path / "new", project, project / "target", project / "target/cluster", project / "target/cluster/h2",
