@@ -79,13 +79,17 @@ def build_context(
     templar: Any,
     phases: list[str],
     resolve: ConnectionResolver | None = None,
+    before: list[Problem] | None = None,
 ) -> RunContext:
-    """Read and validate the run for ``phases``; raise TopologyError listing every problem."""
+    """Read and validate the run for ``phases``; raise TopologyError listing every problem.
+
+    ``before``: problems the caller found (become, from the play context), refused with the rest.
+    """
     resolve = resolve or _vars_resolver(templar)
     cluster_vars = {name: var(task_vars, templar, name) for name in rules.CLUSTER_VARS}
     cluster_vars = {k: v for k, v in cluster_vars.items() if v is not None}
     identity = controller_hostname(os.environ, run_for_output)
-    problems: list[Problem] = []
+    problems: list[Problem] = list(before or [])
     workers: list[tuple[str, dict[str, Any]]] = []
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}

@@ -18,11 +18,12 @@ import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PHASES
+from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import worker_become_problem
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import target_subdir
 from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, run_level, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max, env_size_problems
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import as_bool, var
 
 WORKERS_GROUP = "flodl_workers"
 # The role whose meta/argument_specs.yml covers a phase's variables (teardown has no role).
@@ -160,3 +161,35 @@ def _str_env(env: Any) -> dict[str, str]:
     if not isinstance(env, Mapping):
         return {}
     return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+# (become, become_user, become_method) as Ansible applies them to a host; None where unset.
+Become = tuple[Any, Any, Any]
+
+
+def become_findings(task_vars: Mapping[str, Any], templar: Any, play: Become | None,
+                    first: tuple[str, Become] | None = None) -> list[Problem]:
+    """Each worker on which Ansible would become, as its own problem: no step nor the launcher honours it there.
+
+    A worker's own ``ansible_become`` (templated) wins over ``play`` (the play's keyword or ``--become``, None
+    when the play does not run on the workers), as Ansible's precedence has it. ``first``: the step's own
+    host and its resolved become (the play context), which is exact for that host.
+    """
+    hostvars = task_vars.get("hostvars") or {}
+    play_become, play_user, play_method = play or (None, None, None)
+    found: list[Problem] = []
+    for index, name in enumerate((task_vars.get("groups") or {}).get(WORKERS_GROUP, [])):
+        raw = hostvars.get(name) or {}
+        own_become, own_user, own_method = (var(raw, templar, f"ansible_become{suffix}")
+                                            for suffix in ("", "_user", "_method"))
+        own_var = "ansible_become" in raw
+        if first is not None and first[0] == name:
+            become, user, method = first[1]
+        else:
+            become = own_become if own_var else play_become
+            user, method = own_user or play_user, own_method or play_method
+        # Unset or blank is off; anything but a clear false (Ansible's rules) counts as on.
+        if become is None or become == "" or as_bool(become) is False:
+            continue
+        found.append(worker_become_problem(str(name), index, user, method, own_var))
+    return found

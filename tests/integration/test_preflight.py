@@ -255,6 +255,9 @@ def test_missing_convention_default_only_warns(installed_collection, cluster3, t
     ("case", "expect"),
     [
         ("reserved_env", "CUDA_VISIBLE_DEVICES"),
+        # issue 35: become on a worker other than the step's own host was ignored, the ranks ran as root
+        ("become_on_h2", "host h2 (worker 1): become is on for h2 (its ansible_become; become_user nobody"),
+        ("become_flag", "become is on for h2 (the play's become"),
     ],
 )
 def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_path, netns_shared_dir, case, expect):
@@ -262,19 +265,28 @@ def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_pa
     group: dict[str, Any] = {}
     hosts: dict[str, dict[str, Any]] = {}
     env: dict[str, str] = {}
+    extra: list[str] = []
     if case == "reserved_env":
         hosts = {"h2": {"flodl_env": {"CUDA_VISIBLE_DEVICES": "0"}}}
+    elif case == "become_on_h2":
+        hosts = {"h2": {"ansible_become": True, "ansible_become_user": "nobody"}}
+    elif case == "become_flag":
+        extra = ["-b"]
     elif case == "scale_var":
         group = {"flodl_net_timeout_scale": "0.05"}
     else:
         env = {"FLODL_NET_TIMEOUT_SCALE": "0.05"}
     inv = _inventory(cluster3, tmp_path, paths, group=group, hosts=hosts)
-    proc = _play(installed_collection, inv, env=env)
+    proc = _play(installed_collection, inv, *extra, env=env)
     assert proc.returncode != 0
-    msg = str(_failures(proc.stdout)[0]["msg"])
+    failures = _results(proc.stdout)
+    msg = str(failures["h2"]["msg"])
     assert expect in msg and "no host was contacted" in msg
-    if case == "reserved_env":
-        assert "h2" in msg
+    # each refused worker's own failure (every one for --become), naming itself
+    refused = ["h1", "h2", "h3"] if case == "become_flag" else ["h2"]
+    assert _failed_in_recap(proc.stdout) == refused, _recap(proc.stdout)
+    for name in refused:
+        assert f"host {name} (worker" in str(failures[name]["msg"]), failures[name]
     for h in cluster3:
         assert h.connections() == 0, f"{h.name} was contacted:\n{h.log()}"
 

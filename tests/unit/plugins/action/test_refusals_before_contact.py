@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from .conftest import make_action
 
 ACTION = "topology"
 BASE = "three_workers"  # a valid run of ctl, gpu-b (worker 1) and gpu-c
@@ -53,6 +54,11 @@ CASES = {
                                    "flodl_build_timeout must be a number of seconds above 0", False),
     "grace_not_a_number": ({"flodl_launch_grace_seconds": "soon"}, {}, {},
                            "flodl_launch_grace_seconds must be a number of seconds", False),
+    # issue 35: become on a worker that is not the step's own host (ranks would run as the connection user)
+    "become_on_a_later_worker": ({}, {"ansible_become": True, "ansible_become_user": "nobody"}, {},
+                                 "host gpu-b (worker 1): become is on for gpu-b (its ansible_become; "
+                                 "become_user nobody", True),
+    "become_as_inventory_text": ({}, {"ansible_become": "yes"}, {}, "host gpu-b (worker 1): become is on", True),
     "gpu_ram_share_not_a_fraction": ({}, {"flodl_gpu_ram_share": "half"}, {},
                                      "host gpu-b (worker 1): flodl_gpu_ram_share: must be a non-negative fraction",
                                      False),
@@ -104,4 +110,22 @@ def test_the_launch_playbook_refuses_before_contact(name, case, run, monkeypatch
     result = run(loaded)
     assert result.get("failed") is True, result
     assert expect in _text(result) and "no host was contacted" in result["msg"], result
+    assert no_processes == []
+
+
+def test_the_plays_become_fails_every_worker_with_its_own_message(case, no_processes):
+    """``become: true`` on the play (or --become): no worker may take it, each fails naming itself."""
+    loaded = case(BASE)
+    loaded.task_vars["hostvars"]["gpu-c"]["ansible_become"] = "false"  # its own false wins, as in Ansible
+    loaded.args = {"phases": ALL_PHASES}
+    action = make_action("preflight_check", loaded)
+    action._task.become = True
+    action._play_context.become = True
+    result = action.run(task_vars=loaded.task_vars)
+    assert result["refused"] is True and result["failed_hosts"] == ["ctl", "gpu-b"], result
+    for name, index in (("ctl", 0), ("gpu-b", 1)):
+        assert result["per_host"][name]["msg"].count("become is on for") == 1
+        assert f"host {name} (worker {index}): become is on for {name} (the play's become" in \
+            result["per_host"][name]["msg"]
+    assert result["per_host"]["gpu-c"]["status"] == "skipped"
     assert no_processes == []
