@@ -101,6 +101,7 @@ def build_context(
         host = str(values.get("flodl_host") or name)
         inventory_names[host] = name
         workers.append((name, values))
+        problems += [p for p in [rules.local_name_problem(name, index, raw, templar)] if p is not None]
         if host == identity:
             # Never reached over ssh, but a declared block is part of the topology (fdl-cli keeps it).
             ssh_blocks[name] = own_worker_ssh_block(values)

@@ -163,6 +163,25 @@ def _str_env(env: Any) -> dict[str, str]:
     return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+def local_name_problem(name: str, index: int, raw: Mapping[str, Any], templar: Any) -> Problem | None:
+    """A worker named ``localhost`` (or a loopback address) that is not this machine: refused.
+
+    Ansible and this collection take that name for the controller: the default build host
+    (``flodl_build_host`` unset is ``localhost``) and anything delegated there would reach the worker instead.
+    A worker on the ``local`` connection is this machine, so the name holds.
+    """
+    if name not in LOCAL_HOSTS or str(var(raw, templar, "ansible_connection", "") or "") == "local":
+        return None
+    address = var(raw, templar, "ansible_host")
+    reached = f"reached over ssh at {address}" if address else "reached over ssh"
+    return worded(
+        f"host {name} (worker {index}): the inventory name {name!r} is Ansible's name for this machine (the "
+        f"controller), but this worker is {reached}: the prebuild's default build host (flodl_build_host unset "
+        f"means localhost) and anything delegated to localhost would run on this worker instead of here; rename "
+        "the inventory host (e.g. gpu-2, keeping ansible_host for its address), or, if it is this machine, make it "
+        "the controller's own worker on ansible_connection: local", index, "inventory_hostname")
+
+
 # (become, become_user, become_method) as Ansible applies them to a host; None where unset.
 Become = tuple[Any, Any, Any]
 

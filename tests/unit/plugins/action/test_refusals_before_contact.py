@@ -129,3 +129,42 @@ def test_the_plays_become_fails_every_worker_with_its_own_message(case, no_proce
             result["per_host"][name]["msg"]
     assert result["per_host"]["gpu-c"]["status"] == "skipped"
     assert no_processes == []
+
+
+def _renamed(loaded, old: str, new: str):
+    """The recorded case with inventory host ``old`` named ``new`` (its variables kept)."""
+    tv = loaded.task_vars
+    tv["hostvars"][new] = tv["hostvars"].pop(old)
+    for key in ("all", "flodl_workers"):
+        tv["groups"][key] = [new if h == old else h for h in tv["groups"][key]]
+    tv["ansible_play_hosts_all"] = [new if h == old else h for h in tv["ansible_play_hosts_all"]]
+    return loaded
+
+
+@pytest.mark.parametrize("action", ["preflight_check", "topology"])
+def test_a_worker_named_localhost_is_refused_not_taken_for_the_build_host(action, case, run_as, no_processes):
+    """issue 38: it became the default build host (``h2 -> localhost(<its address>)``), its builds over ssh."""
+    loaded = _renamed(case(BASE), WORKER, "localhost")
+    loaded.args = {"phases": ALL_PHASES}
+    result = run_as(action, loaded)
+    text = _text(result)
+    assert ("host localhost (worker 1): the inventory name 'localhost' is Ansible's name for this machine "
+            "(the controller), but this worker is reached over ssh at 192.0.2.12") in text, text
+    assert "default build host" in text and "rename the inventory host" in text
+    if action == "preflight_check":
+        assert result["failed_hosts"] == ["localhost"], result
+    assert no_processes == []
+
+
+@pytest.mark.parametrize("connection", ["local", None])
+def test_the_controllers_own_worker_may_be_localhost_on_the_local_connection(connection, case, run_as):
+    loaded = _renamed(case(BASE), "ctl", "localhost")  # flodl_host gpu-a: this machine
+    loaded.task_vars["inventory_hostname"] = "localhost"
+    if connection:
+        loaded.task_vars["hostvars"]["localhost"]["ansible_connection"] = connection
+    loaded.args = {"phases": ALL_PHASES}
+    result = run_as("topology", loaded)
+    if connection == "local":
+        assert result.get("failed") is not True, result
+    else:  # explicitly in the inventory, Ansible reaches it over ssh like any other host
+        assert "host localhost (worker 0): the inventory name 'localhost'" in _text(result), result
