@@ -16,7 +16,8 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
   real fan-out ssh reports genuine connectivity problems anyway; except a
   failed host-key verification, which is an error with its fix (a host ssh
   cannot authenticate was not checked, and must not pass as "unreachable");
-* ``local_devices: all`` needs a GPU count; zero usable GPUs is an error.
+* ``local_devices: all`` needs a GPU count; zero usable GPUs is an error;
+* the worker's project path (``flodl_path``) missing or not enterable is an error: every rank starts there.
 """
 from __future__ import annotations
 
@@ -118,6 +119,22 @@ def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable
             "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
         )
     return None
+
+
+def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
+    """The worker's checkout (``flodl_path``): flodl's launcher starts every rank of the worker from there."""
+    if answer not in ("0", "2"):
+        return None  # there and enterable, or not asked
+    found = ("is missing (or not a directory)" if answer == "0"
+             else "exists but this ssh user cannot enter it (no search permission)")
+    return Finding(
+        ERROR,
+        "project_path",
+        f"{host}: the project path {path} (flodl_path) on {host} {found}; flodl's launcher starts each rank "
+        "there (cd into the checkout, then the prebuilt binary or docker compose), so no rank of this worker "
+        f"could start. Fix: mount or check out the project at {path} on {host} (readable by the ssh user), or "
+        f"set flodl_path for {host} to where the project is.",
+    )
 
 
 def check_pkill(host: str, answer: str | None) -> Finding | None:

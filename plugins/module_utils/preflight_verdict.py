@@ -21,6 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.preflight_findings i
     check_data_path,
     check_gpus,
     check_pkill,
+    check_project_path,
     host_key_failure,
     host_key_finding,
     unreachable_finding,
@@ -134,6 +135,9 @@ def evaluate_remote(
     is_dir, readable = bool(probe.dir_ok), bool(probe.read_ok)
     base["data_path"]["state"] = _data_path_state(is_dir, readable)
     finding = check_data_path(host, data_path, declared, is_dir, readable)
+    if finding:
+        findings.append(finding)
+    finding = check_project_path(host, str(worker.get("path") or ""), probe.project)
     if finding:
         findings.append(finding)
     if prebuild:

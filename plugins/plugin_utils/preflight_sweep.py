@@ -93,7 +93,8 @@ def sweep(
         if not ctx.in_play(worker):
             continue
         path, declared = effective_data_path(worker)
-        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
+        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
+                                       project=str(worker["path"]) if worker.get("path") else None)
         if follow is not None:
             script += follow.probe_suffix(worker["host"])
         jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)

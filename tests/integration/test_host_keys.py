@@ -29,15 +29,17 @@ def _strict(cluster: Cluster, name: str, known_hosts: Path) -> str:
 
 
 def test_changed_and_unknown_host_keys_fail_preflight_with_the_fix(
-    installed_collection: Collection, netns_cluster_factory: Callable[..., Cluster], tmp_path: Path
+    installed_collection: Collection, netns_cluster_factory: Callable[..., Cluster], tmp_path: Path,
+    netns_shared_dir: Path,
 ):
-    cluster = netns_cluster_factory([HostSpec("h1"), HostSpec("h2"), HostSpec("h3")])
+    # The project on the shared directory (the hosts' /tmp is their own): only the host keys may fail.
+    cluster = netns_cluster_factory([HostSpec("h1"), HostSpec("h2"), HostSpec("h3")], shared_root=netns_shared_dir)
     changed = tmp_path / "known_hosts_changed"
     changed.write_text(" ".join([cluster["h1"].ip, *_foreign_key(tmp_path)]) + "\n")
     empty = tmp_path / "known_hosts_empty"
     empty.write_text("")
     host_vars = {
-        h.name: {"flodl_path": str(tmp_path), "flodl_local_devices": [0], "flodl_nccl_socket_ifname": "eth0"}
+        h.name: {"flodl_path": str(netns_shared_dir), "flodl_local_devices": [0], "flodl_nccl_socket_ifname": "eth0"}
         for h in cluster
     }
     host_vars["h1"]["ansible_ssh_common_args"] = _strict(cluster, "h1", changed)
@@ -46,7 +48,7 @@ def test_changed_and_unknown_host_keys_fail_preflight_with_the_fix(
         tmp_path / "inventory.json",
         group_vars={
             "flodl_controller_host": cluster.controller_ip,
-            "flodl_controller_path": str(tmp_path),
+            "flodl_controller_path": str(netns_shared_dir),
             "flodl_cmd": "train",
             "flodl_prebuild": False,
         },

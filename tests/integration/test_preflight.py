@@ -296,17 +296,25 @@ def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_pa
 # --------------------------------------------------------------------------
 
 
-def test_all_devices_without_gpu_fails_naming_the_host(installed_collection, cluster3, tmp_path, netns_shared_dir):
+def test_all_devices_without_gpu_or_a_missing_project_fails_naming_the_host(
+    installed_collection, cluster3, tmp_path, netns_shared_dir
+):
     paths = _layout(netns_shared_dir)
-    inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"}})
+    gone = netns_shared_dir / "no-checkout"  # issue 38: h3's flodl_path is on no host; preflight said ok
+    inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"},
+                                                       "h3": {"flodl_path": str(gone)}})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
     failing = _host_failures(proc)
-    assert sorted(failing) == ["h2"]
+    assert sorted(failing) == ["h2", "h3"]
     assert "0 GPUs" in failing["h2"] and "all" in failing["h2"]
-    assert _failed_in_recap(proc.stdout) == ["h2"]
+    assert f"the project path {gone} (flodl_path) on h3 is missing" in failing["h3"], failing["h3"]
+    assert "set flodl_path for h3" in failing["h3"]
+    assert _failed_in_recap(proc.stdout) == ["h2", "h3"]
     assert "gpus 0 nvidia / 0 amd" in _summary(proc.stdout)["h2"]
+    assert _summary(proc.stdout)["h3"].startswith("error")
     assert cluster3["h2"].connections() == 1, "the GPU count rides on the same round trip"
+    assert cluster3["h3"].connections() == 1, "the project check rides on the same round trip"
 
 
 def test_check_mode_probes_and_reports(installed_collection, cluster3, tmp_path, netns_shared_dir):

@@ -338,6 +338,39 @@ def test_healthy_host_is_ok() -> None:
     assert r["gpus"] is None
 
 
+@pytest.mark.parametrize(("answer", "found"), [
+    ("0", "is missing (or not a directory)"),
+    ("2", "exists but this ssh user cannot enter it"),
+])
+def test_a_missing_project_path_fails_the_host_naming_path_and_fix(answer: str, found: str) -> None:
+    """issue 38: preflight said ok for a worker without its checkout; every rank there would fail to start."""
+    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    r = _eval(FULL.replace("__FLODL_END__", f"__FLODL_PROJECT__={answer}\n__FLODL_END__"), worker=worker)
+    assert r["status"] == "error"
+    (message,) = r["errors"]
+    host = worker["host"]
+    assert message.startswith(f"{host}: the project path /srv/proj (flodl_path) on {host} {found}")
+    assert f"check out the project at /srv/proj on {host}" in message and f"set flodl_path for {host}" in message
+
+
+def test_a_present_project_path_or_no_answer_passes() -> None:
+    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    assert _eval(FULL.replace("__FLODL_END__", "__FLODL_PROJECT__=1\n__FLODL_END__"), worker=worker)["status"] == "ok"
+    assert _eval(FULL, worker=worker)["status"] == "ok"
+
+
+def test_the_project_check_really_runs_under_sh(tmp_path: Path) -> None:
+    there = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path))
+    assert pf_probe.parse_probe(_run_probe(there)).project == "1"
+    gone = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "no proj"))
+    assert pf_probe.parse_probe(_run_probe(gone)).project == "0"
+    (tmp_path / "file").write_text("")
+    a_file = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "file"))
+    assert pf_probe.parse_probe(_run_probe(a_file)).project == "0"
+    assert pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(tmp_path), abi=False, gpus=False))).project \
+        is None
+
+
 def test_gpu_counts_are_reported_for_all() -> None:
     r = _eval(worker=_worker(devices="all"))
     assert r["status"] == "ok" and r["gpus"] == {"nvidia": 2, "amd": 0}
