@@ -12,7 +12,8 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
   (compared first), musl libc is an error, a glibc banner is an advisory
   note, an empty ``uname -m`` is indeterminate (warning), an explicit
   ``absent`` pkill is a warning;
-* an unreachable host or a failed probe is a warning, never an error: the
+* an unreachable host or a failed probe is a warning (an error with
+  ``flodl_preflight_require_all``): the
   real fan-out ssh reports genuine connectivity problems anyway; except a
   failed host-key verification, which is an error with its fix (a host ssh
   cannot authenticate was not checked, and must not pass as "unreachable");
@@ -212,7 +213,17 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     )
 
 
-def unreachable_finding(host: str, why: str) -> Finding:
+def unreachable_finding(host: str, why: str, required: bool = False) -> Finding:
+    """A probe that could not run: a warning, or an error when every worker must be checked."""
+    if required:
+        return Finding(
+            ERROR,
+            "ssh",
+            f"{host}: preflight probe could not run ({why}); this host was not checked, and "
+            "flodl_preflight_require_all is true, so every worker of the play must be. Fix: make ssh to "
+            f"{host} work (or leave it out with --limit), or set flodl_preflight_require_all: false to have an "
+            "unreachable worker only warn.",
+        )
     return Finding(
         WARNING,
         "ssh",

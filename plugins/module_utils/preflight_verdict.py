@@ -100,8 +100,9 @@ def evaluate_remote(
     stdout: str,
     stderr: str = "",
     error: str | None = None,
+    require_reached: bool = False,
 ) -> dict[str, Any]:
-    """One worker's verdict from its probe's outcome."""
+    """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it."""
     host = str(worker["host"])
     wants_gpus = worker.get("local_devices") == "all"
     base: dict[str, Any] = {
@@ -127,7 +128,7 @@ def evaluate_remote(
     elif not probe.complete or probe.dir_ok is None or probe.read_ok is None:
         why = "its output was incomplete: " + (last_line(stderr) or last_line(stdout) or "nothing printed")
     if why is not None:
-        findings = [unreachable_finding(host, why)]
+        findings = [unreachable_finding(host, why, require_reached)]
         reached = returncode not in (None, 255) and not error
         return _report(host, findings, status=_status(findings, reached=reached), **base)
 

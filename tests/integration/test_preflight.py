@@ -203,6 +203,21 @@ def test_prebuild_false_as_extra_var_text(installed_collection, cluster5, tmp_pa
     assert proc.returncode == 0, proc.stdout
 
 
+def test_require_all_fails_the_unreachable_worker_in_the_recap(installed_collection, cluster5, tmp_path):
+    """issue 38: a standalone preflight with workers unreachable ended rc 0, nothing flagged in PLAY RECAP."""
+    cluster, paths = cluster5
+    inv = _inventory(cluster, tmp_path, paths)
+    proc = _play(installed_collection, inv, "-e", "flodl_prebuild=false", "-e", "flodl_preflight_require_all=true")
+    assert proc.returncode != 0, proc.stdout
+    failing = _host_failures(proc)
+    assert sorted(failing) == ["h5"], failing
+    assert failing["h5"].startswith("h5: preflight probe could not run (")
+    assert "flodl_preflight_require_all is true" in failing["h5"] and "make ssh to h5 work" in failing["h5"]
+    assert _failed_in_recap(proc.stdout) == ["h5"]
+    assert skipped_with_reason(proc.stdout) == {}
+    assert _summary(proc.stdout)["h5"].startswith("error")
+
+
 # --------------------------------------------------------------------------
 # data paths
 # --------------------------------------------------------------------------

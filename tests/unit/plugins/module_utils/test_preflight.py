@@ -384,6 +384,23 @@ def test_unreachable_is_a_warning_never_an_error() -> None:
     assert r["data_path"]["state"] == "unknown"
 
 
+@pytest.mark.parametrize(("rc", "stderr", "error", "why"), [
+    (255, "ssh: connect to host 10.0.0.5 port 22: No route to host\n", None, "No route to host"),
+    (None, "", "no answer within 30s", "no answer within 30s"),
+    (127, "sh: not found", None, "the probe exited 127"),
+])
+def test_a_probe_that_could_not_run_is_an_error_when_every_worker_is_required(rc, stderr, error, why) -> None:
+    """flodl_preflight_require_all: the worker fails, naming itself, why, and both fixes."""
+    r = pf_verdict.evaluate_remote(_worker(devices=[0]), data_path="/flodl/data", declared=False, prebuild=True,
+                                   build_arch="x86_64", returncode=rc, stdout="", stderr=stderr, error=error,
+                                   require_reached=True)
+    assert r["status"] == "error" and r["warnings"] == []
+    (message,) = r["errors"]
+    assert message.startswith("h1: preflight probe could not run (") and why in message
+    assert "flodl_preflight_require_all is true" in message and "make ssh to h1 work" in message
+    assert "set flodl_preflight_require_all: false" in message
+
+
 def test_timeout_and_spawn_failure_are_unreachable() -> None:
     assert _eval("", rc=None, error="no answer within 30s")["status"] == "unreachable"
     assert _eval("", rc=None, error="could not start ssh: ENOENT")["status"] == "unreachable"
