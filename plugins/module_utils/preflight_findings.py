@@ -39,6 +39,10 @@ NOTE = "note"
 
 HOST_KEY_CHANGED = "changed"
 HOST_KEY_UNKNOWN = "unknown"
+HOST_KEY_REVOKED = "revoked"
+# A key marked @revoked in known_hosts: ssh refuses it whatever StrictHostKeyChecking says.
+_HOST_KEY_REVOKED = re.compile(r"REVOKED HOST KEY DETECTED|host key for \S+ (?:is marked as|was) revoked",
+                               re.IGNORECASE)
 _HOST_KEY_CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED", re.IGNORECASE)
 _HOST_KEY_UNKNOWN = re.compile(
     r"No \S+ host key is known for .* and you have requested strict checking|Host key verification failed",
@@ -175,8 +179,10 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
 
 
 def host_key_failure(stderr: str) -> str | None:
-    """``changed`` or ``unknown`` when ssh's stderr says host-key verification failed, else None."""
+    """``revoked``, ``changed`` or ``unknown`` when ssh's stderr says host-key verification failed, else None."""
     text = stderr or ""
+    if _HOST_KEY_REVOKED.search(text):
+        return HOST_KEY_REVOKED
     if _HOST_KEY_CHANGED.search(text):
         return HOST_KEY_CHANGED
     if _HOST_KEY_UNKNOWN.search(text):
@@ -192,6 +198,19 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     port = ssh.get("port")
     port_opt = f"-p {port} " if port is not None else ""
     entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
+    if kind == HOST_KEY_REVOKED:
+        return Finding(
+            ERROR,
+            "host_key",
+            f"{host}: ssh host-key verification failed: the host key {target} presented is marked @revoked in the "
+            "controller's known_hosts (a key known to be stolen or retired), and ssh refuses it whatever "
+            "StrictHostKeyChecking says. Preflight could not check this host, and flodl's ssh fan-out would be "
+            f"refused too. Fix: find out why {target} still presents a revoked key; give the host new host keys "
+            "(remove its old /etc/ssh/ssh_host_* keys, run `ssh-keygen -A`, restart sshd), verify the new key out "
+            f"of band and record it (`ssh-keyscan -H {port_opt}{posix_quote(target)} >> ~/.ssh/known_hosts`, under "
+            "AWX in the execution environment's known_hosts); keep the @revoked line. Re-scanning or "
+            "accept-new cannot help while the host presents the revoked key.",
+        )
     if kind == HOST_KEY_CHANGED:
         what = (
             f"the host key {target} presented differs from the one in known_hosts (it changed: a reinstall, "

@@ -515,6 +515,16 @@ CHANGED_STDERR = (
     "Host key for [10.0.0.12]:2222 has changed and you have requested strict checking.\n"
     "Host key verification failed.\n"
 )
+# OpenSSH 9.2 for a key marked @revoked in known_hosts (it said "no host key" before issue 38).
+REVOKED_STDERR = (
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "@       WARNING: REVOKED HOST KEY DETECTED!               @\n"
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "The ED25519 host key for [10.0.0.12]:2222 is marked as revoked.\n"
+    "This could mean that a stolen key is being used to\n"
+    "impersonate this host.\n"
+    "Host key verification failed.\n"
+)
 UNKNOWN_STDERR = (
     "No ED25519 host key is known for [10.0.0.12]:2222 and you have requested strict checking.\n"
     "Host key verification failed.\n"
@@ -526,6 +536,9 @@ UNKNOWN_STDERR = (
     [
         (CHANGED_STDERR, pf_findings.HOST_KEY_CHANGED),
         (UNKNOWN_STDERR, pf_findings.HOST_KEY_UNKNOWN),
+        (REVOKED_STDERR, pf_findings.HOST_KEY_REVOKED),
+        ("ED25519 host key for 10.0.0.12 was revoked and you have requested strict checking.\n",
+         pf_findings.HOST_KEY_REVOKED),
         ("Host key verification failed.\r\n", pf_findings.HOST_KEY_UNKNOWN),
         ("ssh: connect to host x port 22: Connection refused\n", None),
         ("Permission denied (publickey).\n", None),
@@ -562,6 +575,17 @@ def test_changed_host_key_says_remove_the_old_entry_first() -> None:
     assert "differs from the one in known_hosts" in message
     assert "`ssh-keygen -R '[10.0.0.12]:2222'`" in message
     assert "ssh-keyscan -H -p 2222 10.0.0.12" in message
+
+
+def test_a_revoked_host_key_is_reported_as_revoked_with_the_rekey_fix() -> None:
+    r = _eval("", rc=255, stderr=REVOKED_STDERR, worker=_keyed_worker())
+    assert r["status"] == "error"
+    (message,) = r["errors"]
+    assert message.startswith("gpu-b: ssh host-key verification failed: the host key 10.0.0.12 presented is "
+                              "marked @revoked in the controller's known_hosts")
+    assert "no host key" not in message and "accept-new cannot help" in message
+    assert "`ssh-keygen -A`" in message and "keep the @revoked line" in message
+    assert "ssh-keygen -R" not in message  # removing the revocation is not the fix
 
 
 def test_host_key_without_port_has_no_port_option() -> None:
