@@ -588,6 +588,14 @@ def test_a_revoked_host_key_is_reported_as_revoked_with_the_rekey_fix() -> None:
     assert "ssh-keygen -R" not in message  # removing the revocation is not the fix
 
 
+def test_an_unknown_key_behind_a_jump_may_be_the_jump_hosts() -> None:
+    worker = _keyed_worker()
+    worker["ssh"]["options"] = ["ProxyJump=ops@10.0.0.2"]
+    (message,) = _eval("", rc=255, stderr="Host key verification failed.\n", worker=worker)["errors"]
+    assert "no host key for 10.0.0.12 is in the controller's known_hosts and ssh checks strictly (or, as this " \
+        "worker is reached through a jump host, none for that jump host)" in message
+
+
 def test_host_key_without_port_has_no_port_option() -> None:
     r = _eval("", rc=255, stderr=UNKNOWN_STDERR, worker=_worker("gpu-c", devices=[0]))
     assert "`ssh-keyscan -H gpu-c >> ~/.ssh/known_hosts`" in r["errors"][0]
