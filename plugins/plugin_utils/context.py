@@ -74,15 +74,16 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     step Ansible runs as a module, which honours it).
     """
     templar = action._templar
-    become = [] if become_ok else _become_findings(action, task_vars)
     print_ = run_handoff.run_fingerprint(task_vars, templar)
-    # A worker refused for become: the run is read whole (no model taken), so it is refused with the rest.
-    received = None if become else run_handoff.received(task_vars, templar, phases, connections, print_)
+    # The step that built a model checked each worker's own ansible_become; this step's become is its own.
+    becomes = not become_ok and _step_becomes(action)
+    received = None if becomes else run_handoff.received(task_vars, templar, phases, connections, print_)
     if received is not None:
         ctx, source = received
         ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
+    become = [] if become_ok else _become_findings(action, task_vars)
     resolved: list[str] = []
     base = _ansible_resolver(action, task_vars)
 
@@ -99,6 +100,12 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     display.vvv(f"flodl run model: built for {', '.join(sorted(set(phases)))} (validated once, "
                 f"{len(resolved)} worker connection(s) resolved)")
     return ctx
+
+
+def _step_becomes(action: Any) -> bool:
+    """Become on this step: its host's (the play context) or the play's, block's or task's keyword (--become)."""
+    task_become = as_bool(getattr(action._task, "become", None))
+    return bool(getattr(action._play_context, "become", False)) or task_become is True
 
 
 def _become_findings(action: Any, task_vars: Mapping[str, Any]) -> list[Problem]:
