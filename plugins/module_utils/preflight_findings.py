@@ -220,8 +220,8 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     else:
         what = f"no host key for {target} is in the controller's known_hosts and ssh checks strictly"
         first = ""
-        if any(str(o).split("=", 1)[0].strip().lower() in ("proxyjump", "proxycommand") for o in ssh.get("options")
-               or []):
+        routes = [str(o).split("=", 1)[0].strip().lower() for o in ssh.get("options") or []]
+        if "proxyjump" in routes or "proxycommand" in routes:
             # ssh says the same when the jump leg is the one that failed.
             what += " (or, as this worker is reached through a jump host, none for that jump host)"
     return Finding(
