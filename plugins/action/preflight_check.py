@@ -15,7 +15,13 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import Topo
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import WORKERS_GROUP, fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
+    WORKERS_GROUP,
+    as_bool,
+    fail_result,
+    read_run,
+    var,
+)
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
 display = vault_values.RedactingDisplay(Display())
@@ -64,8 +70,11 @@ class ActionModule(ActionBase):
             problems = follow.start() if follow is not None else []
             if problems:
                 return fail_result(result, problems)
+            # Checked with the run (module_utils.knobs): true, false, or unset/blank (false).
+            require_all = as_bool(var(task_vars, self._templar, "flodl_preflight_require_all")) is True
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                                timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow)
+                                timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
+                                require_all=require_all)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

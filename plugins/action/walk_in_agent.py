@@ -13,7 +13,6 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils import walk_in_verdict as wv
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WALK_IN_AGENT
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 
 

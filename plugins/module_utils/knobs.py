@@ -30,7 +30,8 @@ NUMBERS = (
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (
-    "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent", "flodl_launch_mode")
+    "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent", "flodl_launch_mode",
+    "flodl_preflight_require_all")
 LAUNCH_MODES = ("fanout", "walk_in")
 DETACHED_AGENT = (
     "controller: flodl_launch_detach and flodl_launch_forward_agent are both true: a detached run outlives this "
@@ -70,6 +71,12 @@ def knob_findings(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
     if "prebuild" in active and dedupe is not None and parse_bool(dedupe) is None:
         problems.append(worded(f"controller: flodl_prebuild_dedupe must be true or false, got {_shown(dedupe)}",
                                None, "flodl_prebuild_dedupe"))
+    require_all = values.get("flodl_preflight_require_all")
+    if "preflight" in active and require_all is not None and parse_bool(require_all) is None:
+        problems.append(worded(
+            f"controller: flodl_preflight_require_all must be true or false, got {_shown(require_all)} (whether an "
+            "unreachable worker fails preflight); set it to true or false, or leave it unset (false: an unreachable "
+            "worker only warns)", None, "flodl_preflight_require_all"))
     if "launch" in active and parse_bool(values.get("flodl_launch_detach", False)) is True \
             and parse_bool(values.get("flodl_launch_forward_agent", False)) is True:
         problems.append(worded(DETACHED_AGENT, None, "flodl_launch_forward_agent"))

@@ -244,6 +244,12 @@ def lock_outcome(host: str, project_dir: str, facts: SessionFacts, inventory_hin
 
 def reachable_problem(host: str, target: str, host_key: str | None, why: str) -> str:
     """The preflight error when the launch host's own session failed (a host key, or no connection)."""
+    if host_key == "revoked":
+        return (f"launch host {host}: ssh host-key verification failed: the host key {target} presented is "
+                "marked @revoked in known_hosts, and ssh refuses it whatever StrictHostKeyChecking says. The "
+                "launcher runs there and the launch would fail after every build. Fix: give the launch host new "
+                "host keys (`ssh-keygen -A` after removing the old ones), verify the new key out of band and "
+                "record it; keep the @revoked line.")
     if host_key == "changed":
         what = f"the host key {target} presented differs from the one in known_hosts (a reinstall, or someone in the middle)"
     elif host_key == "unknown":

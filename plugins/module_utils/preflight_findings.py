@@ -12,11 +12,13 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
   (compared first), musl libc is an error, a glibc banner is an advisory
   note, an empty ``uname -m`` is indeterminate (warning), an explicit
   ``absent`` pkill is a warning;
-* an unreachable host or a failed probe is a warning, never an error: the
+* an unreachable host or a failed probe is a warning (an error with
+  ``flodl_preflight_require_all``): the
   real fan-out ssh reports genuine connectivity problems anyway; except a
   failed host-key verification, which is an error with its fix (a host ssh
   cannot authenticate was not checked, and must not pass as "unreachable");
-* ``local_devices: all`` needs a GPU count; zero usable GPUs is an error.
+* ``local_devices: all`` needs a GPU count; zero usable GPUs is an error;
+* the worker's project path (``flodl_path``) missing or not enterable is an error: every rank starts there.
 """
 from __future__ import annotations
 
@@ -37,6 +39,10 @@ NOTE = "note"
 
 HOST_KEY_CHANGED = "changed"
 HOST_KEY_UNKNOWN = "unknown"
+HOST_KEY_REVOKED = "revoked"
+# A key marked @revoked in known_hosts: ssh refuses it whatever StrictHostKeyChecking says.
+_HOST_KEY_REVOKED = re.compile(r"REVOKED HOST KEY DETECTED|host key for \S+ (?:is marked as|was) revoked",
+                               re.IGNORECASE)
 _HOST_KEY_CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED", re.IGNORECASE)
 _HOST_KEY_UNKNOWN = re.compile(
     r"No \S+ host key is known for .* and you have requested strict checking|Host key verification failed",
@@ -120,6 +126,22 @@ def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable
     return None
 
 
+def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
+    """The worker's checkout (``flodl_path``): flodl's launcher starts every rank of the worker from there."""
+    if answer not in ("0", "2"):
+        return None  # there and enterable, or not asked
+    found = ("is missing (or not a directory)" if answer == "0"
+             else "exists but this ssh user cannot enter it (no search permission)")
+    return Finding(
+        ERROR,
+        "project_path",
+        f"{host}: the project path {path} (flodl_path) on {host} {found}; flodl's launcher starts each rank "
+        "there (cd into the checkout, then the prebuilt binary or docker compose), so no rank of this worker "
+        f"could start. Fix: mount or check out the project at {path} on {host} (readable by the ssh user), or "
+        f"set flodl_path for {host} to where the project is.",
+    )
+
+
 def check_pkill(host: str, answer: str | None) -> Finding | None:
     """Only an explicit ``absent`` warns; an empty or garbled answer proves nothing."""
     if (answer or "").strip() != "absent":
@@ -157,8 +179,10 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
 
 
 def host_key_failure(stderr: str) -> str | None:
-    """``changed`` or ``unknown`` when ssh's stderr says host-key verification failed, else None."""
+    """``revoked``, ``changed`` or ``unknown`` when ssh's stderr says host-key verification failed, else None."""
     text = stderr or ""
+    if _HOST_KEY_REVOKED.search(text):
+        return HOST_KEY_REVOKED
     if _HOST_KEY_CHANGED.search(text):
         return HOST_KEY_CHANGED
     if _HOST_KEY_UNKNOWN.search(text):
@@ -174,6 +198,19 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     port = ssh.get("port")
     port_opt = f"-p {port} " if port is not None else ""
     entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
+    if kind == HOST_KEY_REVOKED:
+        return Finding(
+            ERROR,
+            "host_key",
+            f"{host}: ssh host-key verification failed: the host key {target} presented is marked @revoked in the "
+            "controller's known_hosts (a key known to be stolen or retired), and ssh refuses it whatever "
+            "StrictHostKeyChecking says. Preflight could not check this host, and flodl's ssh fan-out would be "
+            f"refused too. Fix: find out why {target} still presents a revoked key; give the host new host keys "
+            "(remove its old /etc/ssh/ssh_host_* keys, run `ssh-keygen -A`, restart sshd), verify the new key out "
+            f"of band and record it (`ssh-keyscan -H {port_opt}{posix_quote(target)} >> ~/.ssh/known_hosts`, under "
+            "AWX in the execution environment's known_hosts); keep the @revoked line. Re-scanning or "
+            "accept-new cannot help while the host presents the revoked key.",
+        )
     if kind == HOST_KEY_CHANGED:
         what = (
             f"the host key {target} presented differs from the one in known_hosts (it changed: a reinstall, "
@@ -183,6 +220,10 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     else:
         what = f"no host key for {target} is in the controller's known_hosts and ssh checks strictly"
         first = ""
+        routes = [str(o).split("=", 1)[0].strip().lower() for o in ssh.get("options") or []]
+        if "proxyjump" in routes or "proxycommand" in routes:
+            # ssh says the same when the jump leg is the one that failed.
+            what += " (or, as this worker is reached through a jump host, none for that jump host)"
     return Finding(
         ERROR,
         "host_key",
@@ -195,7 +236,17 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     )
 
 
-def unreachable_finding(host: str, why: str) -> Finding:
+def unreachable_finding(host: str, why: str, required: bool = False) -> Finding:
+    """A probe that could not run: a warning, or an error when every worker must be checked."""
+    if required:
+        return Finding(
+            ERROR,
+            "ssh",
+            f"{host}: preflight probe could not run ({why}); this host was not checked, and "
+            "flodl_preflight_require_all is true, so every worker of the play must be. Fix: make ssh to "
+            f"{host} work (or leave it out with --limit), or set flodl_preflight_require_all: false to have an "
+            "unreachable worker only warn.",
+        )
     return Finding(
         WARNING,
         "ssh",

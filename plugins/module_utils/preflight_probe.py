@@ -15,6 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_q
 
 MARK_DIR = "__FLODL_DP_DIR__"
 MARK_READ = "__FLODL_DP_READ__"
+MARK_PROJECT = "__FLODL_PROJECT__"
 MARK_ABI = "__FLODL_ABI__"
 MARK_LDD = "__FLODL_LDD__"
 MARK_PKILL = "__FLODL_PKILL__"
@@ -43,9 +44,18 @@ def data_path_script(path: str) -> str:
     )
 
 
-def probe_script(data_path: str, *, abi: bool, gpus: bool) -> str:
+def project_script(path: str) -> str:
+    """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
+    q = posix_quote(path)
+    return (f"if [ -d {q} ]; then if [ -x {q} ]; then echo {MARK_PROJECT}=1; else echo {MARK_PROJECT}=2; fi; "
+            f"else echo {MARK_PROJECT}=0; fi")
+
+
+def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None) -> str:
     """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited."""
     parts = [data_path_script(data_path)]
+    if project is not None:
+        parts.append(project_script(project))
     if abi:
         parts.append(ABI_SCRIPT)
     if gpus:
@@ -65,6 +75,7 @@ class ProbeOutput:
 
     dir_ok: bool | None = None
     read_ok: bool | None = None
+    project: str | None = None  # "1", "2" or "0" (project_script); None when not asked
     uname: str | None = None
     ldd: str | None = None
     pkill: str | None = None
@@ -88,6 +99,9 @@ def parse_probe(stdout: str) -> ProbeOutput:
             continue
         if line.startswith(MARK_READ + "="):
             out.read_ok = _flag(line[len(MARK_READ) + 1:])
+            continue
+        if line.startswith(MARK_PROJECT + "="):
+            out.project = line[len(MARK_PROJECT) + 1:].strip()
             continue
         if line in _SECTIONS:
             current = line

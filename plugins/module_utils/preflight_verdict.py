@@ -21,6 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.preflight_findings i
     check_data_path,
     check_gpus,
     check_pkill,
+    check_project_path,
     host_key_failure,
     host_key_finding,
     unreachable_finding,
@@ -99,8 +100,9 @@ def evaluate_remote(
     stdout: str,
     stderr: str = "",
     error: str | None = None,
+    require_reached: bool = False,
 ) -> dict[str, Any]:
-    """One worker's verdict from its probe's outcome."""
+    """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it."""
     host = str(worker["host"])
     wants_gpus = worker.get("local_devices") == "all"
     base: dict[str, Any] = {
@@ -126,7 +128,7 @@ def evaluate_remote(
     elif not probe.complete or probe.dir_ok is None or probe.read_ok is None:
         why = "its output was incomplete: " + (last_line(stderr) or last_line(stdout) or "nothing printed")
     if why is not None:
-        findings = [unreachable_finding(host, why)]
+        findings = [unreachable_finding(host, why, require_reached)]
         reached = returncode not in (None, 255) and not error
         return _report(host, findings, status=_status(findings, reached=reached), **base)
 
@@ -134,6 +136,9 @@ def evaluate_remote(
     is_dir, readable = bool(probe.dir_ok), bool(probe.read_ok)
     base["data_path"]["state"] = _data_path_state(is_dir, readable)
     finding = check_data_path(host, data_path, declared, is_dir, readable)
+    if finding:
+        findings.append(finding)
+    finding = check_project_path(host, str(worker.get("path") or ""), probe.project)
     if finding:
         findings.append(finding)
     if prebuild:

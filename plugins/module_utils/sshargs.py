@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_posix
+
 # Flags with a value that map onto the ssh block (``-o`` handled apart).
 _VALUE_FLAGS = {"-p": "port", "-l": "user", "-i": "identity_file", "-J": "ProxyJump", "-S": "ControlPath"}
 # Value-less flags that have an exact ``-o`` spelling.
@@ -133,6 +135,60 @@ def _has_option(options: list[str], key: str) -> bool:
     return any(o.split("=", 1)[0].strip().lower() == key.lower() for o in options)
 
 
+# What a jump leg must share with the worker's own ssh to check host keys the same way.
+_HOST_KEY_OPTIONS = ("userknownhostsfile", "globalknownhostsfile", "stricthostkeychecking", "knownhostscommand")
+
+
+def _key(option: str) -> str:
+    return option.split("=", 1)[0].strip().lower()
+
+
+def _hop(spec: str) -> tuple[str, str, str]:
+    """``[ssh://][user@]host[:port]`` (``[v6]:port`` too) -> (user, host, port), blanks when absent."""
+    spec = spec.strip()
+    spec = spec[len("ssh://"):] if spec.startswith("ssh://") else spec
+    user, _at, rest = spec.rpartition("@")
+    if rest.startswith("["):
+        host, _sep, tail = rest[1:].partition("]")
+        return user, host, tail[1:] if tail.startswith(":") else ""
+    if rest.count(":") == 1:
+        host, port = rest.split(":")
+        return user, host, port
+    return user, rest, ""
+
+
+def _jump_command(hops: list[str], inherited: list[str]) -> str:
+    """A ProxyCommand reaching ``%h:%p`` through ``hops`` (the last one next to the target), each leg with
+    ``inherited``. ``%`` in a value is doubled: the ssh running this command expands its own tokens first."""
+    user, host, port = _hop(hops[-1])
+    argv = ["ssh"]
+    for option in inherited:
+        argv += ["-o", option.replace("%", "%%")]
+    if len(hops) > 1:
+        argv += ["-o", "ProxyCommand=" + _jump_command(hops[:-1], inherited).replace("%", "%%")]
+    argv += ["-l", user] if user else []
+    argv += ["-p", port] if port else []
+    return join_posix([*argv, "-W", "[%h]:%p", "--", host])
+
+
+def jump_with_host_key_options(options: list[str]) -> list[str]:
+    """``options`` with a ProxyJump that checks host keys as the worker's own ssh does.
+
+    ssh runs a jump leg as a second ``ssh -W`` that reads ssh_config only, never the ``-o`` options: with a
+    UserKnownHostsFile (or StrictHostKeyChecking...) given as ``-o``, the leg checks the jump host against
+    another known_hosts and fails with only ``Connection closed by UNKNOWN port 65535``. The ProxyJump is
+    written as the ProxyCommand ssh would run for it, with those options; unchanged without any, or when a
+    ProxyCommand is set too.
+    """
+    jumps = [o for o in options if _key(o) == "proxyjump"]
+    inherited = [o for o in options if _key(o) in _HOST_KEY_OPTIONS]
+    value = jumps[0].split("=", 1)[1].strip() if jumps else ""
+    if not value or value.lower() == "none" or not inherited or _has_option(options, "ProxyCommand"):
+        return options
+    command = _jump_command([hop for hop in value.split(",") if hop.strip()], inherited)
+    return [f"ProxyCommand={command}" if o is jumps[0] else o for o in options]
+
+
 def derive_worker_ssh(
     host: str,
     conn: ResolvedConnection,
@@ -176,7 +232,7 @@ def derive_worker_ssh(
             ssh.setdefault(key, value)
         options += [o for o in opts if o not in options]
     if options:
-        ssh["options"] = options
+        ssh["options"] = jump_with_host_key_options(options)
     if explicit:
         ssh.update({k: v for k, v in explicit.items() if v is not None})
     if isinstance(ssh.get("port"), str) and ssh["port"].strip().isdigit():

@@ -24,12 +24,14 @@ description:
   - Runs exactly one ssh per remote worker, all in parallel, with flodl's own ssh argv
     (C(-p), C(-l), C(-i), the user's C(-o) options, then C(-T -o BatchMode=yes -o ConnectTimeout=5)) and a
     POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and
-    readable; when C(flodl_prebuild) is true also C(uname -m), the first line of C(ldd --version) and whether
+    readable, whether the worker's project path (C(flodl_path)) is a directory it can enter; when
+    C(flodl_prebuild) is true also C(uname -m), the first line of C(ldd --version) and whether
     C(pkill) exists; when C(flodl_local_devices) is C(all), the NVIDIA and AMD GPU counts.
-  - "Policy: a missing declared data path, an unreadable data path, a CPU arch different from the build
-    host's, musl libc, or C(all) devices with no usable GPU are errors. A missing convention data path, an
-    empty C(uname -m), an absent C(pkill) and an unreachable host or failed probe are warnings. A glibc banner
-    is an advisory note."
+  - "Policy: a missing declared data path, an unreadable data path, a missing or unenterable project path, a
+    CPU arch different from the build host's, musl libc, or C(all) devices with no usable GPU are errors. A
+    missing convention data path, an empty C(uname -m), an absent C(pkill) and an unreachable host or failed
+    probe are warnings; with C(flodl_preflight_require_all) true (a task variable, default false) an
+    unreachable host or failed probe is an error of that host. A glibc banner is an advisory note."
   - A host's error does not fail this run-once task. It is filed in that host's C(per_host) entry, which the
     host's own report (M(flodl.cluster.worker_result)) turns into its failure. Only an invalid run and the
     controller's own problems fail this task (the latter with one line per failing host and the warnings).

@@ -19,9 +19,9 @@ from ansible.utils.display import Display
 
 from ansible_collections.flodl.cluster.plugins.module_utils import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import become_problem
+from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RunContext, to_model
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection, derive_worker_ssh
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff, vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils.connection import AnsibleConnections
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_reader import ConnectionResolver, build_context
@@ -33,6 +33,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import (
     PHASES,
     WORKER_VARS,
     WORKERS_GROUP,
+    become_findings,
     env_problems,
     gang_problems,
     phase_options,
@@ -70,20 +71,21 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     once: plugin_utils.run_handoff); else it is read here, and the step returns it (``run_handoff.fields``).
     ``connections=False`` for a phase that reaches no worker (prebuild builds on the build host): the
     workers' connections are not resolved and their ssh blocks stay as ``flodl_ssh`` gives them.
-    ``become`` is refused unless ``become_ok`` (a step Ansible runs as a module, which honours it).
+    ``become`` is refused on every worker it applies to (each worker's own problem) unless ``become_ok`` (a
+    step Ansible runs as a module, which honours it).
     """
-    if not become_ok and getattr(action._play_context, "become", False):
-        raise TopologyError([become_problem(str(task_vars.get("inventory_hostname", "localhost")),
-                                            getattr(action._play_context, "become_user", None))])
     templar = action._templar
     print_ = run_handoff.run_fingerprint(task_vars, templar)
-    received = run_handoff.received(task_vars, templar, phases, connections, print_)
+    # The step that built a model checked each worker's own ansible_become; this step's become is its own.
+    becomes = not become_ok and _step_becomes(action)
+    received = None if becomes else run_handoff.received(task_vars, templar, phases, connections, print_)
     if received is not None:
         ctx, source = received
         vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
         ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
+    become = [] if become_ok else _become_findings(action, task_vars)
     resolved: list[str] = []
     base = _ansible_resolver(action, task_vars)
 
@@ -93,7 +95,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
         resolved.append(name)
         return base(name, host_vars)
 
-    ctx = build_context(task_vars, templar, phases, resolve)
+    ctx = build_context(task_vars, templar, phases, resolve, before=become)
     vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
     ctx.trace = run_handoff.trace("built", validations=1, resolved=len(resolved))
     if connections:
@@ -101,6 +103,28 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     display.vvv(f"flodl run model: built for {', '.join(sorted(set(phases)))} (validated once, "
                 f"{len(resolved)} worker connection(s) resolved)")
     return ctx
+
+
+def _step_becomes(action: Any) -> bool:
+    """Become on this step: its host's (the play context) or the play's, block's or task's keyword (--become)."""
+    task_become = as_bool(getattr(action._task, "become", None))
+    return bool(getattr(action._play_context, "become", False)) or task_become is True
+
+
+def _become_findings(action: Any, task_vars: Mapping[str, Any]) -> list[Problem]:
+    """Become wherever Ansible would apply it: each worker's own problem; the step's own host if not a worker."""
+    here = str(task_vars.get("inventory_hostname", "localhost"))
+    context = action._play_context
+    first = (here, (getattr(context, "become", None), getattr(context, "become_user", None),
+                    getattr(context, "become_method", None)))
+    workers = [str(h) for h in (task_vars.get("groups") or {}).get(WORKERS_GROUP) or []]
+    if here not in workers:
+        # A runbook's play on another host: its become is not the workers', but this step would run under it.
+        found = [worded(become_problem(here, first[1][1]), None, "ansible_become")] if first[1][0] else []
+        return found + become_findings(task_vars, action._templar, None)
+    task = action._task
+    play = (getattr(task, "become", None), getattr(task, "become_user", None), getattr(task, "become_method", None))
+    return become_findings(task_vars, action._templar, play, first)
 
 
 def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:

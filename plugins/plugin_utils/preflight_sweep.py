@@ -78,13 +78,15 @@ def sweep(
     timeout: float,
     max_parallel: int,
     follow: LaunchFollows | None = None,
+    require_all: bool = False,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
     ``follow``: the launch after this preflight (plugin_utils.preflight_launch), started before. It adds
     the run-lock check to the same probes, reads the launch host's session once the workers answered,
     and judges each worker for the launch; each probe leaves a master connection in its ``reuse_dir``
-    for the launcher's fan-out (module_utils.sshreuse).
+    for the launcher's fan-out (module_utils.sshreuse). ``require_all``: a worker whose probe could not run
+    fails (``flodl_preflight_require_all``) instead of warning.
     """
     reuse_dir = follow.reuse_dir if follow is not None else None
     jobs: dict[str, list[str]] = {}
@@ -93,7 +95,8 @@ def sweep(
         if not ctx.in_play(worker):
             continue
         path, declared = effective_data_path(worker)
-        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all")
+        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
+                                       project=str(worker["path"]) if worker.get("path") else None)
         if follow is not None:
             script += follow.probe_suffix(worker["host"])
         jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
@@ -130,6 +133,7 @@ def sweep(
         report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
+            require_reached=require_all,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
         if follow is not None:

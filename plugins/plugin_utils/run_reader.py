@@ -85,8 +85,12 @@ def build_context(
     templar: Any,
     phases: list[str],
     resolve: ConnectionResolver | None = None,
+    before: list[Problem] | None = None,
 ) -> RunContext:
-    """Read and validate the run for ``phases``; raise TopologyError listing every problem."""
+    """Read and validate the run for ``phases``; raise TopologyError listing every problem.
+
+    ``before``: problems the caller found (become, from the play context), refused with the rest.
+    """
     resolve = resolve or _vars_resolver(templar)
     # What came from Ansible Vault: the task's own variables (a run-level knob, or what one refers to) and each
     # worker's, before templating and after (a reference to a vaulted variable keeps its mark).
@@ -98,7 +102,7 @@ def build_context(
         if (value := plain(value)) is not None:
             cluster_vars[name] = value
     identity = controller_hostname(os.environ, run_for_output)
-    problems: list[Problem] = []
+    problems: list[Problem] = list(before or [])
     workers: list[tuple[str, dict[str, Any]]] = []
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
@@ -110,6 +114,7 @@ def build_context(
         host = str(values.get("flodl_host") or name)
         inventory_names[host] = name
         workers.append((name, values))
+        problems += [p for p in [rules.local_name_problem(name, index, raw, templar)] if p is not None]
         if host == identity:
             # Never reached over ssh, but a declared block is part of the topology (fdl-cli keeps it).
             ssh_blocks[name] = own_worker_ssh_block(values)

@@ -18,11 +18,12 @@ import yaml
 
 from ansible_collections.flodl.cluster.plugins.module_utils import argspec, knobs
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PHASES
+from ansible_collections.flodl.cluster.plugins.module_utils.ansible_flags import worker_become_problem
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import target_subdir
 from ansible_collections.flodl.cluster.plugins.module_utils.problems import Problem, run_level, worded
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import write_dir_problems
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max, env_size_problems
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import as_bool, var
 
 WORKERS_GROUP = "flodl_workers"
 # The role whose meta/argument_specs.yml covers a phase's variables (teardown has no role).
@@ -160,3 +161,54 @@ def _str_env(env: Any) -> dict[str, str]:
     if not isinstance(env, Mapping):
         return {}
     return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def local_name_problem(name: str, index: int, raw: Mapping[str, Any], templar: Any) -> Problem | None:
+    """A worker named ``localhost`` (or a loopback address) that is not this machine: refused.
+
+    Ansible and this collection take that name for the controller: the default build host
+    (``flodl_build_host`` unset is ``localhost``) and anything delegated there would reach the worker instead.
+    A worker on the ``local`` connection is this machine, so the name holds.
+    """
+    if name not in LOCAL_HOSTS or str(var(raw, templar, "ansible_connection", "") or "") == "local":
+        return None
+    address = var(raw, templar, "ansible_host")
+    reached = f"reached over ssh at {address}" if address else "reached over ssh"
+    return worded(
+        f"host {name} (worker {index}): the inventory name {name!r} is Ansible's name for this machine (the "
+        f"controller), but this worker is {reached}: the prebuild's default build host (flodl_build_host unset "
+        f"means localhost) and anything delegated to localhost would run on this worker instead of here; rename "
+        "the inventory host (e.g. gpu-2, keeping ansible_host for its address), or, if it is this machine, make it "
+        "the controller's own worker on ansible_connection: local", index, "inventory_hostname")
+
+
+# (become, become_user, become_method) as Ansible applies them to a host; None where unset.
+Become = tuple[Any, Any, Any]
+
+
+def become_findings(task_vars: Mapping[str, Any], templar: Any, play: Become | None,
+                    first: tuple[str, Become] | None = None) -> list[Problem]:
+    """Each worker on which Ansible would become, as its own problem: no step nor the launcher honours it there.
+
+    A worker's own ``ansible_become`` (templated) wins over ``play`` (the play's keyword or ``--become``, None
+    when the play does not run on the workers), as Ansible's precedence has it. ``first``: the step's own
+    host and its resolved become (the play context), which is exact for that host.
+    """
+    hostvars = task_vars.get("hostvars") or {}
+    play_become, play_user, play_method = play or (None, None, None)
+    found: list[Problem] = []
+    for index, name in enumerate((task_vars.get("groups") or {}).get(WORKERS_GROUP, [])):
+        raw = hostvars.get(name) or {}
+        own_become, own_user, own_method = (var(raw, templar, f"ansible_become{suffix}")
+                                            for suffix in ("", "_user", "_method"))
+        own_var = "ansible_become" in raw
+        if first is not None and first[0] == name:
+            become, user, method = first[1]
+        else:
+            become = own_become if own_var else play_become
+            user, method = own_user or play_user, own_method or play_method
+        # Unset or blank is off; anything but a clear false (Ansible's rules) counts as on.
+        if become is None or become == "" or as_bool(become) is False:
+            continue
+        found.append(worker_become_problem(str(name), index, user, method, own_var))
+    return found

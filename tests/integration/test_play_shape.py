@@ -295,8 +295,10 @@ def test_jump_host_from_ssh_common_args(
 ):
     """h2 is reached with ``-J root@<h1>``: its sshd sees the connection come from h1, h1 logs the hop.
 
-    ssh runs the jump leg as a separate ``ssh -W``, which reads only ssh_config: its key and
-    host-key settings come from a private ~/.ssh/config, mounted for this ansible-playbook only.
+    ssh runs the jump leg as a separate ``ssh -W``, which reads only ssh_config: its key comes from a private
+    ~/.ssh/config, mounted for this ansible-playbook only. Its host-key settings are the worker's own ``-o``
+    options (the harness's UserKnownHostsFile and StrictHostKeyChecking), which the collection passes on to
+    the leg (issue 38: without them the leg failed with only ``Connection closed by UNKNOWN port 65535``).
     """
     paths = _layout(netns_shared_dir)
     cluster = netns_cluster_factory(["h1", "h2"], shared_root=netns_shared_dir)
@@ -307,8 +309,7 @@ def test_jump_host_from_ssh_common_args(
 
     config = tmp_path / "ssh_config"
     config.write_text(
-        f"Host {cluster['h1'].ip}\n  IdentityFile {cluster.key_path}\n  IdentitiesOnly yes\n"
-        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n"
+        f"Host {cluster['h1'].ip}\n  IdentityFile {cluster.key_path}\n  IdentitiesOnly yes\n  BatchMode yes\n"
     )
     scratch = tmp_path / "root-overlay"
     scratch.mkdir()
@@ -339,8 +340,11 @@ def test_jump_host_from_ssh_common_args(
     assert f"Connection from {cluster.controller_ip} " not in h2_log, h2_log
 
     ssh = _ssh_of(_topology(proc.stdout))
-    assert f"ProxyJump={jump}" in ssh["h2"]["options"], ssh["h2"]
-    assert not any(o.startswith("ProxyJump=") for o in ssh["h1"].get("options", [])), ssh["h1"]
+    # The launcher's ssh takes the same leg: the jump as the ProxyCommand ssh runs for it, with the options.
+    leg = (f"ProxyCommand=ssh -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -l root "
+           f"-W '[%h]:%p' -- {cluster['h1'].ip}")
+    assert leg in ssh["h2"]["options"], ssh["h2"]
+    assert not any(o.startswith(("ProxyJump=", "ProxyCommand=")) for o in ssh["h1"].get("options", [])), ssh["h1"]
 
 
 @pytest.mark.parametrize("playbook", ["preflight", "cluster_train"])

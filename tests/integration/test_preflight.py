@@ -203,6 +203,21 @@ def test_prebuild_false_as_extra_var_text(installed_collection, cluster5, tmp_pa
     assert proc.returncode == 0, proc.stdout
 
 
+def test_require_all_fails_the_unreachable_worker_in_the_recap(installed_collection, cluster5, tmp_path):
+    """issue 38: a standalone preflight with workers unreachable ended rc 0, nothing flagged in PLAY RECAP."""
+    cluster, paths = cluster5
+    inv = _inventory(cluster, tmp_path, paths)
+    proc = _play(installed_collection, inv, "-e", "flodl_prebuild=false", "-e", "flodl_preflight_require_all=true")
+    assert proc.returncode != 0, proc.stdout
+    failing = _host_failures(proc)
+    assert sorted(failing) == ["h5"], failing
+    assert failing["h5"].startswith("h5: preflight probe could not run (")
+    assert "flodl_preflight_require_all is true" in failing["h5"] and "make ssh to h5 work" in failing["h5"]
+    assert _failed_in_recap(proc.stdout) == ["h5"]
+    assert skipped_with_reason(proc.stdout) == {}
+    assert _summary(proc.stdout)["h5"].startswith("error")
+
+
 # --------------------------------------------------------------------------
 # data paths
 # --------------------------------------------------------------------------
@@ -255,6 +270,9 @@ def test_missing_convention_default_only_warns(installed_collection, cluster3, t
     ("case", "expect"),
     [
         ("reserved_env", "CUDA_VISIBLE_DEVICES"),
+        # issue 35: become on a worker other than the step's own host was ignored, the ranks ran as root
+        ("become_on_h2", "host h2 (worker 1): become is on for h2 (its ansible_become; become_user nobody"),
+        ("become_flag", "become is on for h2 (the play's become"),
     ],
 )
 def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_path, netns_shared_dir, case, expect):
@@ -262,19 +280,28 @@ def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_pa
     group: dict[str, Any] = {}
     hosts: dict[str, dict[str, Any]] = {}
     env: dict[str, str] = {}
+    extra: list[str] = []
     if case == "reserved_env":
         hosts = {"h2": {"flodl_env": {"CUDA_VISIBLE_DEVICES": "0"}}}
+    elif case == "become_on_h2":
+        hosts = {"h2": {"ansible_become": True, "ansible_become_user": "nobody"}}
+    elif case == "become_flag":
+        extra = ["-b"]
     elif case == "scale_var":
         group = {"flodl_net_timeout_scale": "0.05"}
     else:
         env = {"FLODL_NET_TIMEOUT_SCALE": "0.05"}
     inv = _inventory(cluster3, tmp_path, paths, group=group, hosts=hosts)
-    proc = _play(installed_collection, inv, env=env)
+    proc = _play(installed_collection, inv, *extra, env=env)
     assert proc.returncode != 0
-    msg = str(_failures(proc.stdout)[0]["msg"])
+    failures = _results(proc.stdout)
+    msg = str(failures["h2"]["msg"])
     assert expect in msg and "no host was contacted" in msg
-    if case == "reserved_env":
-        assert "h2" in msg
+    # each refused worker's own failure (every one for --become), naming itself
+    refused = ["h1", "h2", "h3"] if case == "become_flag" else ["h2"]
+    assert _failed_in_recap(proc.stdout) == refused, _recap(proc.stdout)
+    for name in refused:
+        assert f"host {name} (worker" in str(failures[name]["msg"]), failures[name]
     for h in cluster3:
         assert h.connections() == 0, f"{h.name} was contacted:\n{h.log()}"
 
@@ -284,17 +311,25 @@ def test_invalid_run_fails_before_any_ssh(installed_collection, cluster3, tmp_pa
 # --------------------------------------------------------------------------
 
 
-def test_all_devices_without_gpu_fails_naming_the_host(installed_collection, cluster3, tmp_path, netns_shared_dir):
+def test_all_devices_without_gpu_or_a_missing_project_fails_naming_the_host(
+    installed_collection, cluster3, tmp_path, netns_shared_dir
+):
     paths = _layout(netns_shared_dir)
-    inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"}})
+    gone = netns_shared_dir / "no-checkout"  # issue 38: h3's flodl_path is on no host; preflight said ok
+    inv = _inventory(cluster3, tmp_path, paths, hosts={"h2": {"flodl_local_devices": "all"},
+                                                       "h3": {"flodl_path": str(gone)}})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
     failing = _host_failures(proc)
-    assert sorted(failing) == ["h2"]
+    assert sorted(failing) == ["h2", "h3"]
     assert "0 GPUs" in failing["h2"] and "all" in failing["h2"]
-    assert _failed_in_recap(proc.stdout) == ["h2"]
+    assert f"the project path {gone} (flodl_path) on h3 is missing" in failing["h3"], failing["h3"]
+    assert "set flodl_path for h3" in failing["h3"]
+    assert _failed_in_recap(proc.stdout) == ["h2", "h3"]
     assert "gpus 0 nvidia / 0 amd" in _summary(proc.stdout)["h2"]
+    assert _summary(proc.stdout)["h3"].startswith("error")
     assert cluster3["h2"].connections() == 1, "the GPU count rides on the same round trip"
+    assert cluster3["h3"].connections() == 1, "the project check rides on the same round trip"
 
 
 def test_check_mode_probes_and_reports(installed_collection, cluster3, tmp_path, netns_shared_dir):

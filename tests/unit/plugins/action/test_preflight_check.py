@@ -9,6 +9,8 @@ import importlib
 import pytest
 import yaml
 
+from .conftest import load_case, run_case
+
 ACTION = "preflight_check"
 # Every action result may hold these (Ansible's own).
 COMMON = {"changed", "failed", "msg", "skipped"}
@@ -60,3 +62,27 @@ def test_each_worker_reports_its_own_refusal(case, run, no_processes):
 def test_a_run_level_problem_fails_the_step_itself(case, run, no_processes):
     result = run(case("refused_run"))
     assert result["failed"] is True and "per_host" not in result
+
+
+@pytest.mark.parametrize("answer,fails", [("true", True), (True, True), ("false", False), ("", False), (None, False)])
+def test_require_all_fails_an_unreachable_worker_with_its_own_message(answer, fails, ssh_log, monkeypatch, tmp_path):
+    """issue 38: 30 of 60 workers unreachable ended a standalone preflight with rc 0, nothing flagged."""
+    loaded = load_case("topology", "three_workers", tmp_path)
+    for host in loaded.task_vars["hostvars"].values():
+        host["flodl_path"] = str(tmp_path)  # the stand-in ssh runs the probe here
+    loaded.task_vars["hostvars"]["gpu-b"]["flodl_local_devices"] = [0]  # this machine has no GPU
+    if answer is not None:  # a survey answer is a string, blank when unanswered
+        loaded.task_vars["flodl_preflight_require_all"] = answer
+    loaded.args = {"phases": ["preflight"], "timeout": 20}
+    monkeypatch.setenv("FAKE_SSH_DOWN", "192.0.2.13")  # gpu-c
+    result = run_case(ACTION, loaded)
+    assert result["per_host"]["gpu-b"]["status"] == "ok", result["per_host"]
+    entry = result["per_host"]["gpu-c"]
+    if fails:
+        assert entry["status"] == "failed" and result["failed_hosts"] == ["gpu-c"], entry
+        assert entry["msg"].startswith("gpu-c: preflight probe could not run (ssh failed: ssh: connect to host "
+                                       "192.0.2.13: No route to host)")
+        assert "flodl_preflight_require_all is true" in entry["msg"]
+        assert "set flodl_preflight_require_all: false" in entry["msg"]
+    else:
+        assert entry["status"] == "unreachable" and result["failed_hosts"] == [], entry

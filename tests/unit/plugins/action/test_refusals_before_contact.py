@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from .conftest import make_action
 
 ACTION = "topology"
 BASE = "three_workers"  # a valid run of ctl, gpu-b (worker 1) and gpu-c
@@ -53,6 +54,11 @@ CASES = {
                                    "flodl_build_timeout must be a number of seconds above 0", False),
     "grace_not_a_number": ({"flodl_launch_grace_seconds": "soon"}, {}, {},
                            "flodl_launch_grace_seconds must be a number of seconds", False),
+    # issue 35: become on a worker that is not the step's own host (ranks would run as the connection user)
+    "become_on_a_later_worker": ({}, {"ansible_become": True, "ansible_become_user": "nobody"}, {},
+                                 "host gpu-b (worker 1): become is on for gpu-b (its ansible_become; "
+                                 "become_user nobody", True),
+    "become_as_inventory_text": ({}, {"ansible_become": "yes"}, {}, "host gpu-b (worker 1): become is on", True),
     "gpu_ram_share_not_a_fraction": ({}, {"flodl_gpu_ram_share": "half"}, {},
                                      "host gpu-b (worker 1): flodl_gpu_ram_share: must be a non-negative fraction",
                                      False),
@@ -105,3 +111,60 @@ def test_the_launch_playbook_refuses_before_contact(name, case, run, monkeypatch
     assert result.get("failed") is True, result
     assert expect in _text(result) and "no host was contacted" in result["msg"], result
     assert no_processes == []
+
+
+def test_the_plays_become_fails_every_worker_with_its_own_message(case, no_processes):
+    """``become: true`` on the play (or --become): no worker may take it, each fails naming itself."""
+    loaded = case(BASE)
+    loaded.task_vars["hostvars"]["gpu-c"]["ansible_become"] = "false"  # its own false wins, as in Ansible
+    loaded.args = {"phases": ALL_PHASES}
+    action = make_action("preflight_check", loaded)
+    action._task.become = True
+    action._play_context.become = True
+    result = action.run(task_vars=loaded.task_vars)
+    assert result["refused"] is True and result["failed_hosts"] == ["ctl", "gpu-b"], result
+    for name, index in (("ctl", 0), ("gpu-b", 1)):
+        assert result["per_host"][name]["msg"].count("become is on for") == 1
+        assert f"host {name} (worker {index}): become is on for {name} (the play's become" in \
+            result["per_host"][name]["msg"]
+    assert result["per_host"]["gpu-c"]["status"] == "skipped"
+    assert no_processes == []
+
+
+def _renamed(loaded, old: str, new: str):
+    """The recorded case with inventory host ``old`` named ``new`` (its variables kept)."""
+    tv = loaded.task_vars
+    tv["hostvars"][new] = tv["hostvars"].pop(old)
+    for key in ("all", "flodl_workers"):
+        tv["groups"][key] = [new if h == old else h for h in tv["groups"][key]]
+    tv["ansible_play_hosts_all"] = [new if h == old else h for h in tv["ansible_play_hosts_all"]]
+    return loaded
+
+
+@pytest.mark.parametrize("action", ["preflight_check", "topology"])
+def test_a_worker_named_localhost_is_refused_not_taken_for_the_build_host(action, case, run_as, no_processes):
+    """issue 38: it became the default build host (``h2 -> localhost(<its address>)``), its builds over ssh."""
+    loaded = _renamed(case(BASE), WORKER, "localhost")
+    loaded.args = {"phases": ALL_PHASES}
+    result = run_as(action, loaded)
+    text = _text(result)
+    assert ("host localhost (worker 1): the inventory name 'localhost' is Ansible's name for this machine "
+            "(the controller), but this worker is reached over ssh at 192.0.2.12") in text, text
+    assert "default build host" in text and "rename the inventory host" in text
+    if action == "preflight_check":
+        assert result["failed_hosts"] == ["localhost"], result
+    assert no_processes == []
+
+
+@pytest.mark.parametrize("connection", ["local", None])
+def test_the_controllers_own_worker_may_be_localhost_on_the_local_connection(connection, case, run_as):
+    loaded = _renamed(case(BASE), "ctl", "localhost")  # flodl_host gpu-a: this machine
+    loaded.task_vars["inventory_hostname"] = "localhost"
+    if connection:
+        loaded.task_vars["hostvars"]["localhost"]["ansible_connection"] = connection
+    loaded.args = {"phases": ALL_PHASES}
+    result = run_as("topology", loaded)
+    if connection == "local":
+        assert result.get("failed") is not True, result
+    else:  # explicitly in the inventory, Ansible reaches it over ssh like any other host
+        assert "host localhost (worker 0): the inventory name 'localhost'" in _text(result), result

@@ -239,6 +239,7 @@ def test_playbook_run_id_is_one_per_process():
 @pytest.mark.parametrize("kind, expected", [
     ("unknown", "no host key for 10.0.0.5 is in known_hosts and its check is strict"),
     ("changed", "the host key 10.0.0.5 presented differs from the one in known_hosts"),
+    ("revoked", "the host key 10.0.0.5 presented is marked @revoked in known_hosts"),
     (None, "launch host ctl: could not open its session (Connection refused)"),
 ])
 def test_a_failed_session_is_an_error_naming_the_host_and_the_fix(kind, expected):

@@ -338,6 +338,39 @@ def test_healthy_host_is_ok() -> None:
     assert r["gpus"] is None
 
 
+@pytest.mark.parametrize(("answer", "found"), [
+    ("0", "is missing (or not a directory)"),
+    ("2", "exists but this ssh user cannot enter it"),
+])
+def test_a_missing_project_path_fails_the_host_naming_path_and_fix(answer: str, found: str) -> None:
+    """issue 38: preflight said ok for a worker without its checkout; every rank there would fail to start."""
+    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    r = _eval(FULL.replace("__FLODL_END__", f"__FLODL_PROJECT__={answer}\n__FLODL_END__"), worker=worker)
+    assert r["status"] == "error"
+    (message,) = r["errors"]
+    host = worker["host"]
+    assert message.startswith(f"{host}: the project path /srv/proj (flodl_path) on {host} {found}")
+    assert f"check out the project at /srv/proj on {host}" in message and f"set flodl_path for {host}" in message
+
+
+def test_a_present_project_path_or_no_answer_passes() -> None:
+    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    assert _eval(FULL.replace("__FLODL_END__", "__FLODL_PROJECT__=1\n__FLODL_END__"), worker=worker)["status"] == "ok"
+    assert _eval(FULL, worker=worker)["status"] == "ok"
+
+
+def test_the_project_check_really_runs_under_sh(tmp_path: Path) -> None:
+    there = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path))
+    assert pf_probe.parse_probe(_run_probe(there)).project == "1"
+    gone = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "no proj"))
+    assert pf_probe.parse_probe(_run_probe(gone)).project == "0"
+    (tmp_path / "file").write_text("")
+    a_file = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "file"))
+    assert pf_probe.parse_probe(_run_probe(a_file)).project == "0"
+    assert pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(tmp_path), abi=False, gpus=False))).project \
+        is None
+
+
 def test_gpu_counts_are_reported_for_all() -> None:
     r = _eval(worker=_worker(devices="all"))
     assert r["status"] == "ok" and r["gpus"] == {"nvidia": 2, "amd": 0}
@@ -349,6 +382,23 @@ def test_unreachable_is_a_warning_never_an_error() -> None:
     assert r["errors"] == [] and len(r["warnings"]) == 1
     assert "No route to host" in r["warnings"][0]
     assert r["data_path"]["state"] == "unknown"
+
+
+@pytest.mark.parametrize(("rc", "stderr", "error", "why"), [
+    (255, "ssh: connect to host 10.0.0.5 port 22: No route to host\n", None, "No route to host"),
+    (None, "", "no answer within 30s", "no answer within 30s"),
+    (127, "sh: not found", None, "the probe exited 127"),
+])
+def test_a_probe_that_could_not_run_is_an_error_when_every_worker_is_required(rc, stderr, error, why) -> None:
+    """flodl_preflight_require_all: the worker fails, naming itself, why, and both fixes."""
+    r = pf_verdict.evaluate_remote(_worker(devices=[0]), data_path="/flodl/data", declared=False, prebuild=True,
+                                   build_arch="x86_64", returncode=rc, stdout="", stderr=stderr, error=error,
+                                   require_reached=True)
+    assert r["status"] == "error" and r["warnings"] == []
+    (message,) = r["errors"]
+    assert message.startswith("h1: preflight probe could not run (") and why in message
+    assert "flodl_preflight_require_all is true" in message and "make ssh to h1 work" in message
+    assert "set flodl_preflight_require_all: false" in message
 
 
 def test_timeout_and_spawn_failure_are_unreachable() -> None:
@@ -465,6 +515,16 @@ CHANGED_STDERR = (
     "Host key for [10.0.0.12]:2222 has changed and you have requested strict checking.\n"
     "Host key verification failed.\n"
 )
+# OpenSSH 9.2 for a key marked @revoked in known_hosts (it said "no host key" before issue 38).
+REVOKED_STDERR = (
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "@       WARNING: REVOKED HOST KEY DETECTED!               @\n"
+    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+    "The ED25519 host key for [10.0.0.12]:2222 is marked as revoked.\n"
+    "This could mean that a stolen key is being used to\n"
+    "impersonate this host.\n"
+    "Host key verification failed.\n"
+)
 UNKNOWN_STDERR = (
     "No ED25519 host key is known for [10.0.0.12]:2222 and you have requested strict checking.\n"
     "Host key verification failed.\n"
@@ -476,6 +536,9 @@ UNKNOWN_STDERR = (
     [
         (CHANGED_STDERR, pf_findings.HOST_KEY_CHANGED),
         (UNKNOWN_STDERR, pf_findings.HOST_KEY_UNKNOWN),
+        (REVOKED_STDERR, pf_findings.HOST_KEY_REVOKED),
+        ("ED25519 host key for 10.0.0.12 was revoked and you have requested strict checking.\n",
+         pf_findings.HOST_KEY_REVOKED),
         ("Host key verification failed.\r\n", pf_findings.HOST_KEY_UNKNOWN),
         ("ssh: connect to host x port 22: Connection refused\n", None),
         ("Permission denied (publickey).\n", None),
@@ -512,6 +575,25 @@ def test_changed_host_key_says_remove_the_old_entry_first() -> None:
     assert "differs from the one in known_hosts" in message
     assert "`ssh-keygen -R '[10.0.0.12]:2222'`" in message
     assert "ssh-keyscan -H -p 2222 10.0.0.12" in message
+
+
+def test_a_revoked_host_key_is_reported_as_revoked_with_the_rekey_fix() -> None:
+    r = _eval("", rc=255, stderr=REVOKED_STDERR, worker=_keyed_worker())
+    assert r["status"] == "error"
+    (message,) = r["errors"]
+    assert message.startswith("gpu-b: ssh host-key verification failed: the host key 10.0.0.12 presented is "
+                              "marked @revoked in the controller's known_hosts")
+    assert "no host key" not in message and "accept-new cannot help" in message
+    assert "`ssh-keygen -A`" in message and "keep the @revoked line" in message
+    assert "ssh-keygen -R" not in message  # removing the revocation is not the fix
+
+
+def test_an_unknown_key_behind_a_jump_may_be_the_jump_hosts() -> None:
+    worker = _keyed_worker()
+    worker["ssh"]["options"] = ["ProxyJump=ops@10.0.0.2"]
+    (message,) = _eval("", rc=255, stderr="Host key verification failed.\n", worker=worker)["errors"]
+    assert "no host key for 10.0.0.12 is in the controller's known_hosts and ssh checks strictly (or, as this " \
+        "worker is reached through a jump host, none for that jump host)" in message
 
 
 def test_host_key_without_port_has_no_port_option() -> None:

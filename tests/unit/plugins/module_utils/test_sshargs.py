@@ -1,12 +1,17 @@
 """Ansible's resolved connection -> flodl's ssh block: what maps, what is refused."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import (
     ResolvedConnection,
     connection_from_vars,
     derive_worker_ssh,
+    jump_with_host_key_options,
     parse_ssh_args,
     uses_control_master,
 )
@@ -125,3 +130,67 @@ def test_control_master_detection():
     assert uses_control_master(["controlmaster=auto"])
     assert uses_control_master(["ControlPath=/tmp/x"])
     assert not uses_control_master(["ConnectTimeout=5"])
+
+
+# --------------------------------------------------------------------------
+# a jump leg checks host keys as the worker's own ssh does (issue 38)
+# --------------------------------------------------------------------------
+
+KNOWN = ["UserKnownHostsFile=/etc/flodl/known hosts", "StrictHostKeyChecking=yes"]
+
+
+def test_a_jump_is_written_as_the_proxycommand_ssh_runs_for_it_with_the_host_key_options():
+    derived = derive_worker_ssh("gpu-b", ResolvedConnection(
+        host="10.0.0.12", args={"ssh_common_args": "-o 'UserKnownHostsFile=/etc/flodl/known hosts' "
+                                                   "-o StrictHostKeyChecking=yes -J ops@10.0.0.2:2200"}))
+    assert derived.problems == []
+    assert derived.ssh["options"] == [*KNOWN, (
+        "ProxyCommand=ssh -o 'UserKnownHostsFile=/etc/flodl/known hosts' -o StrictHostKeyChecking=yes "
+        "-l ops -p 2200 -W '[%h]:%p' -- 10.0.0.2")]
+
+
+@pytest.mark.parametrize("options", [
+    ["ProxyJump=bastion", "Compression=yes"],  # nothing to inherit: flodl's bytes as they were
+    [*KNOWN, "ProxyJump=none"],
+    [*KNOWN, "ProxyCommand=nc %h %p", "ProxyJump=bastion"],  # the operator's own command wins
+    KNOWN,
+])
+def test_options_without_a_jump_to_rewrite_are_left_alone(options):
+    assert jump_with_host_key_options(options) == options
+
+
+def test_an_explicit_flodl_ssh_block_is_kept_as_written():
+    explicit = {"options": [*KNOWN, "ProxyJump=bastion"]}
+    derived = derive_worker_ssh("gpu-b", ResolvedConnection(), explicit)
+    assert derived.ssh["options"] == explicit["options"]  # fdl-cli's topology bytes
+
+
+def _jump_leg_argv(options: list[str], stand_in_on_path, tmp_path) -> list[str]:
+    """What the real ssh client runs for its ProxyCommand: a stand-in ``ssh`` on PATH records its argv."""
+    real_ssh = shutil.which("ssh")
+    if real_ssh is None:
+        pytest.skip("no ssh client")
+    log = stand_in_on_path("ssh", '#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$SSH_LOG"\n')
+    argv = [real_ssh, "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+    for option in options:
+        argv += ["-o", option]
+    subprocess.run([*argv, "-p", "2222", "--", "fd00::12", "true"], capture_output=True, timeout=30,
+                   check=False, env={**os.environ, "SHELL": "/bin/sh"})
+    return log.read_text().splitlines()
+
+
+def test_the_real_ssh_runs_the_jump_leg_with_the_host_key_options(stand_in_on_path, tmp_path):
+    options = jump_with_host_key_options(["UserKnownHostsFile=/kh/%d 1", "StrictHostKeyChecking=yes",
+                                          "ProxyJump=ops@10.0.0.2:2200"])
+    assert _jump_leg_argv(options, stand_in_on_path, tmp_path) == [
+        "-o", "UserKnownHostsFile=/kh/%d 1", "-o", "StrictHostKeyChecking=yes", "-l", "ops", "-p", "2200",
+        "-W", "[fd00::12]:2222", "--", "10.0.0.2"]
+
+
+def test_two_hops_each_leg_with_the_options(stand_in_on_path, tmp_path):
+    options = jump_with_host_key_options(["UserKnownHostsFile=/kh", "ProxyJump=j1,[fd00::2]:2201"])
+    leg = _jump_leg_argv(options, stand_in_on_path, tmp_path)
+    # The leg next to the target reaches it through the first hop, which it runs with the same options.
+    assert leg == ["-o", "UserKnownHostsFile=/kh", "-o",
+                   "ProxyCommand=ssh -o UserKnownHostsFile=/kh -W '[%h]:%p' -- j1",
+                   "-p", "2201", "-W", "[fd00::12]:2222", "--", "fd00::2"]

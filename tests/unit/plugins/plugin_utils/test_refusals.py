@@ -126,6 +126,19 @@ def test_numbers_in_range_pass(name, value):
     assert knob_problems({name: value}, ALL, prebuild=True) == []
 
 
+@pytest.mark.parametrize("value", ["maybe", 2, ["true"]])
+def test_require_all_not_a_boolean_is_refused_before_contact(value):
+    exc = refused(task_vars(flodl_preflight_require_all=value))
+    (found,) = [p for p in exc.problems if "flodl_preflight_require_all" in p]
+    assert found.startswith("controller: flodl_preflight_require_all must be true or false, got ")
+    assert "leave it unset" in found and exc.per_host is None
+
+
+@pytest.mark.parametrize("value", [True, False, "true", "false", "yes", "", "  "])
+def test_require_all_as_a_boolean_or_its_text_or_blank_passes(value):
+    assert knob_problems({"flodl_preflight_require_all": value}, ["preflight"], prebuild=True) == []
+
+
 def test_knobs_of_phases_not_run_are_not_checked():
     assert knob_problems({"flodl_build_timeout": -1}, ["launch"], prebuild=True) == []
     assert knob_problems({"flodl_build_timeout": -1}, ALL, prebuild=False) == []

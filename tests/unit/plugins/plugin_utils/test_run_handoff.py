@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils.run_model import RESULT_KEY, TRACE_KEY
 from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import ResolvedConnection
+from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import context, run_handoff
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -122,3 +123,17 @@ def test_the_launch_playbooks_first_step_hands_its_model_on():
     _ctx, result = first_step(tv, ("launch",))
     later = context.read_run(action(), {**tv, "flodl_topology_run": result}, ["launch"])
     assert later.trace["source"] == "flodl_topology_run"
+
+
+def test_a_later_step_that_becomes_is_refused_though_a_model_was_handed_on(controller):
+    """Its become is its own (a become keyword on the launch role): the model is not taken, each worker refused."""
+    tv = task_vars()
+    _ctx, result = first_step(tv)
+    tv["flodl_preflight_run"] = {"per_host": {}, **result}
+    becoming = SimpleNamespace(
+        _play_context=SimpleNamespace(become=True, become_user="nobody", become_method=None, password=None),
+        _templar=None, _task=SimpleNamespace(become=True, become_user="nobody", become_method=None))
+    with pytest.raises(TopologyError) as exc:
+        context.read_run(becoming, tv, ["launch"])
+    assert sorted(exc.value.per_host) == sorted(tv["groups"]["flodl_workers"]), exc.value.per_host
+    assert all("become_user nobody" in found[0] for found in exc.value.per_host.values())

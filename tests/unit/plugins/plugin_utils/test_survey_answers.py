@@ -48,7 +48,9 @@ EXAMPLES = {"flodl_cmd": "train", "flodl_fdl_env": "lab", "flodl_launch_command"
 # Answers an admin may add to the survey (docs/awx.md): per-worker and run-wide values given as extra vars.
 EXTRA = [("flodl_gpu_ram_share", "0.5"), ("flodl_gpu_ram_share", ""), ("flodl_cluster_gpu_ram_share", "0.5"),
          ("flodl_cluster_gpu_ram_share", ""), ("flodl_build_host", ""), ("flodl_launch_host", ""),
-         ("flodl_launch_grace_seconds", "2.5"),
+         ("flodl_launch_grace_seconds", "2.5"), ("flodl_preflight_require_all", "true"),
+         ("flodl_preflight_require_all", "false"), ("flodl_preflight_require_all", ""),
+         ("flodl_preflight_require_all", "maybe"),
          # Answers that are no value of their type.
          ("flodl_gpu_ram_share", "half"), ("flodl_launch_grace_seconds", "soon"), ("flodl_net_timeout_scale", "x"),
          ("flodl_prebuild", "maybe")]
@@ -66,7 +68,7 @@ def answers():
 # Refused before contact: a blank answer to a required question with nothing to fall back on, and non-values.
 REFUSED = {("flodl_cmd", ""), ("flodl_prebuild", ""),
            ("flodl_gpu_ram_share", "half"), ("flodl_launch_grace_seconds", "soon"), ("flodl_net_timeout_scale", "x"),
-           ("flodl_prebuild", "maybe")}
+           ("flodl_prebuild", "maybe"), ("flodl_preflight_require_all", "maybe")}
 
 
 @pytest.mark.parametrize("name,answer", list(answers()), ids=repr)
