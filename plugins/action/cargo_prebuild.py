@@ -19,7 +19,14 @@ from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_s
 from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, plain, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
+    as_bool,
+    fail_result,
+    plain,
+    read_run,
+    var,
+    walks_in,
+)
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
@@ -75,7 +82,10 @@ class ActionModule(ActionBase):
             "docker_service": ctx.cluster["controller"].get("docker") or None,
             "dedupe": dedupe,
             "build_timeout": float(var(task_vars, self._templar, "flodl_build_timeout", DEFAULT_BUILD_TIMEOUT)),
-            "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])} for w in ctx.remotes],
+            # walk_in starts the controller's own worker from a prebuilt binary too (its agent is no in-process rank).
+            "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])}
+                        for w in (ctx.cluster["workers"] if walks_in(task_vars, self._templar, ["launch"])
+                                  else ctx.remotes)],
             "env": {str(k): str(v) for k, v in (plain(self._templar.template(
                 task_vars.get("flodl_prebuild_env", {}))) or {}).items()},
         }

@@ -61,7 +61,9 @@ def worker_become_problem(host: str, index: int, user: Optional[str], method: Op
         f"host {host} (worker {index}): become is on for {host} ({source}; become_user {shown}, become_method "
         f"{method or 'sudo'}), but flodl.cluster reaches {host} over its own ssh as the connection user and "
         f"flodl's launcher has no become: the ranks would run as the connection user, not as {shown}; {fix}, and "
-        f"to run the ranks as {shown} connect as that user (ansible_user or flodl_ssh.user). {_BUILD_ONLY}",
+        f"to run the ranks as {shown} connect as that user (ansible_user or flodl_ssh.user), or launch with "
+        f"flodl_launch_mode: walk_in, which starts each worker's agent over Ansible's own connection, become "
+        f"included. {_BUILD_ONLY}",
         index, "ansible_become")
 
 

@@ -44,7 +44,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import INV
 __all__ = [
     "CLUSTER_VARS", "GANG_PHASES", "INVALID_CONFIG", "LOCAL_HOSTS", "PHASES", "PHASE_ROLES", "RunContext",
     "WORKERS_GROUP", "WORKER_VARS", "as_bool", "build_context", "env_problems", "fail_result", "gang_problems",
-    "phase_options", "plain", "read_run", "role_options", "var",
+    "phase_options", "plain", "read_run", "role_options", "var", "walks_in",
 ]
 
 display = Display()
@@ -77,7 +77,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     templar = action._templar
     print_ = run_handoff.run_fingerprint(task_vars, templar)
     # The step that built a model checked each worker's own ansible_become; this step's become is its own.
-    becomes = not become_ok and _step_becomes(action)
+    becomes = not become_ok and _step_becomes(action) and not walks_in(task_vars, templar, phases)
     received = None if becomes else run_handoff.received(task_vars, templar, phases, connections, print_)
     if received is not None:
         ctx, source = received
@@ -85,7 +85,8 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
         ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
-    become = [] if become_ok else _become_findings(action, task_vars)
+    # walk_in starts each worker's agent over Ansible's own connection, become included: nothing to refuse there.
+    become = [] if become_ok or walks_in(task_vars, templar, phases) else _become_findings(action, task_vars)
     resolved: list[str] = []
     base = _ansible_resolver(action, task_vars)
 
@@ -103,6 +104,11 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     display.vvv(f"flodl run model: built for {', '.join(sorted(set(phases)))} (validated once, "
                 f"{len(resolved)} worker connection(s) resolved)")
     return ctx
+
+
+def walks_in(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> bool:
+    """Whether this run launches in ``walk_in`` mode (``flodl_launch_mode``; blank means fanout)."""
+    return "launch" in phases and str(var(task_vars, templar, "flodl_launch_mode", "") or "").strip() == "walk_in"
 
 
 def _step_becomes(action: Any) -> bool:

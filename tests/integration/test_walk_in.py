@@ -194,3 +194,54 @@ def _launchers(project) -> list[int]:
             if any(a.endswith(b"standin_launcher.py") for a in argv) and cwd == str(project):
                 found.append(int(entry))
     return found
+
+
+def test_walk_in_honours_become_and_a_local_worker(installed_collection, netns_cluster_factory, netns_shared_dir,
+                                                  tmp_path):
+    """What only Ansible's connection gives: h2's agent runs as `nobody` through become (su), and the
+    controller's own worker `ctl` is started over the `local` connection. In fanout the same h2 is refused
+    before contact, naming walk_in as the way."""
+    import time
+
+    from conftest import run_ansible
+    from play_output import failed_in_recap, task_results
+    from streamed_play import kill_session, stream, wait_for
+    from test_launch import PLAYBOOKS, project_vars, worker_vars
+
+    cluster = netns_cluster_factory(["h1", "h2"])
+    project = copy_project(netns_shared_dir / "proj")
+    os.chmod(netns_shared_dir, 0o755)  # nobody walks to the binary
+    arch = {"h1": "precompiled/cu128", "h2": "precompiled/cu128"}
+    host_vars = worker_vars(project, arch, {"h1": [0], "h2": [0]})
+    host_vars["h2"].update(ansible_become=True, ansible_become_user="nobody", ansible_become_method="su",
+                           ansible_become_flags="-s /bin/sh", flodl_env={"FLODL_DEMO_SLEEP_S": "4"})
+    inventory = cluster.inventory(project_vars(project, cluster), host_vars)
+    inventory["all"]["children"]["flodl_workers"]["hosts"]["ctl"] = {
+        "flodl_path": str(project), "flodl_arch": "precompiled/cu128", "flodl_local_devices": [0],
+        "flodl_nccl_socket_ifname": "lo", "ansible_connection": "local"}
+    inv = tmp_path / "inv.json"
+    inv.write_text(json.dumps(inventory))
+    fanout = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train"],
+                         env={"FLODL_HOST_NAME": "ctl"})
+    assert fanout.returncode != 0 and failed_in_recap(fanout.stdout) == ["h2"], fanout.stdout
+    assert "become is on for h2" in fanout.stdout and "flodl_launch_mode: walk_in" in fanout.stdout
+
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                                        "-e", "flodl_launch_mode=walk_in"], FLODL_HOST_NAME="ctl")
+    try:
+        wait_for(lines, proc, lambda t: "target ranks reached" in t, 300, "the window to fill")
+        seen = ""
+        deadline = time.monotonic() + 10
+        while "nobody" not in seen and time.monotonic() < deadline:
+            seen = cluster.ssh("h2", "ps -eo user:20,args | grep '[r]elease/train'").stdout
+            time.sleep(0.2)
+        rc = proc.wait(timeout=120)
+    finally:
+        kill_session(proc)
+        reader.join(timeout=5)
+    out = "".join(lines)
+    assert rc == 0, out
+    assert seen.strip() and all(line.split()[0] == "nobody" for line in seen.strip().splitlines()), seen
+    assert task_results(out, "Launch | Result of this worker") == {"ctl": "changed", "h1": "changed",
+                                                                   "h2": "changed"}, out
+    assert 'host "ctl" joined with ranks' in out

@@ -74,8 +74,16 @@ def test_become_on_the_steps_host_is_that_workers_refusal(phases):
     (problem,) = exc.value.problems
     assert problem.startswith("host gpu-a (worker 0): become is on for gpu-a")
     assert "ansible_become: false" not in problem and "become: false" in problem and "ansible_user" in problem
-    assert "walk_in" not in problem
+    assert "flodl_launch_mode: walk_in" in problem  # the way to honour it
     assert exc.value.per_host == {"gpu-a": [problem]}  # the worker fails with it; the step names no other
+
+
+def test_in_walk_in_a_workers_become_is_honoured_not_refused():
+    tv = {**three(ansible_become=True, ansible_become_user="nobody"), "flodl_launch_mode": "walk_in"}
+    ctx = read_run(fake_action(False), tv, ["preflight", "prebuild", "launch"], connections=False)
+    assert [w["host"] for w in ctx.cluster["workers"]] == ["gpu-a", "gpu-b", "gpu-c"]
+    with pytest.raises(TopologyError):  # a step without a launch (teardown) still cannot honour it
+        read_run(fake_action(False), tv, ["teardown"], connections=False)
 
 
 def test_become_on_a_later_worker_is_refused_on_that_worker_only():
