@@ -100,10 +100,23 @@ class ActionModule(ActionBase):
             ansible_verbosity=display.verbosity, local_counts=facts[1] if remote else None)
         if remote:
             inputs.hostname = facts[0]  # the launch host's identity, from its preflight session
+        walk_in_box: dict = {}
+        if args["launch_mode"] == "walk_in" and remote is not None:
+            return fail_result(result, [f"controller: flodl_launch_mode=walk_in runs the launcher on this machine "
+                                        f"for now, not on flodl_launch_host {remote}; launch here, or use "
+                                        "flodl_launch_mode=fanout"])
+
+        def to_walk_in(plan):
+            plan.env, plan.topology, walk_in_box["plan"], walk_in_box["problems"] = wi.plan(
+                plan.env, plan.topology or {}, json.loads(envelope_text) if envelope_text else {},
+                ctx.inventory_names, float(args["launch_timeout"]))
+
+        to_walk_in = to_walk_in if args["launch_mode"] == "walk_in" else None
         try:
             # One render, measured: the env registered for the launch command is the one checked here.
             resolver = lookups.resolver() if lookups is not None else nr.system_resolver
-            plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max())
+            plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max(),
+                                          then=to_walk_in)
         except TopologyError as exc:
             return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
         if fitted.problems:
@@ -112,17 +125,9 @@ class ActionModule(ActionBase):
         refused = co.remote_compose_problem(remote, plan.command)
         if refused:
             return fail_result(result, [refused])
-        walk_in = None
-        if args["launch_mode"] == "walk_in" and guard is None:
-            if remote is not None:
-                return fail_result(result, [f"controller: flodl_launch_mode=walk_in runs the launcher on this machine "
-                                            f"for now, not on flodl_launch_host {remote}; launch here, or use "
-                                            "flodl_launch_mode=fanout"])
-            plan.env, plan.topology, walk_in, problems = wi.plan(
-                plan.env, plan.topology or {}, json.loads(envelope_text) if envelope_text else {},
-                ctx.inventory_names, float(args["launch_timeout"]))
-            if problems:
-                return fail_result(result, problems, "no walk-in agent can start; nothing was started")
+        walk_in = walk_in_box.get("plan")
+        if walk_in_box.get("problems"):
+            return fail_result(result, walk_in_box["problems"], "no walk-in agent can start; nothing was started")
         warnings = list(plan.warnings)
         changed = launch_io.apply_overlay(plan, ctx.project_dir, check, warnings)
         fields = plan_fields(plan, envelope_text=envelope_text, envelope_source=envelope_source, log_dir=log_dir,

@@ -19,7 +19,7 @@ caller launches the very strings that were checked.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
@@ -38,9 +38,10 @@ TESTING_CLUSTER_JSON = le.ENV_TESTING_CLUSTER_JSON
 COMPACTABLE = (FULL_CLUSTER_JSON, TESTING_CLUSTER_JSON)
 
 FIX_TOPOLOGY = (
-    "shorten what every worker repeats (paths, ssh options, flodl_env values), give fewer per-worker "
-    "flodl_env entries, set flodl_ssh_reuse: false (drops the ControlPath option added to each worker), "
-    "or split the cluster into smaller runs"
+    "launch with flodl_launch_mode: walk_in, whose launcher gets no roster (its environment does not grow with "
+    "the workers), or shorten what every worker repeats (paths, ssh options, flodl_env values), give fewer "
+    "per-worker flodl_env entries, set flodl_ssh_reuse: false (drops the ControlPath option added to each "
+    "worker), or split the cluster into smaller runs"
 )
 FIX_TESTING = "or set flodl_testing_cluster: false, which leaves this variable out"
 FIX_OTHER = "pass large data as a file on the shared mount and its path here"
@@ -165,13 +166,17 @@ def render_checked(
     inherited: Mapping[str, str],
     arg_max: int,
     shell: str = "/bin/sh",
+    then: Callable[[le.LaunchPlan], None] | None = None,
 ) -> tuple[le.LaunchPlan, Fitted]:
     """One render of the launch (``launch_env.prepare_launch``), fitted: the plan carries the checked env.
 
     ``plan.env`` *is* ``fitted.env`` afterwards, so what is launched is what was measured. A guarded plan
-    adds nothing and has nothing to check.
+    adds nothing and has nothing to check. ``then`` turns the rendered plan into what the mode launches (a
+    walk-in window, module_utils.walk_in) before it is measured: the size check is the mode's own.
     """
     plan = le.prepare_launch(inputs, resolver)
+    if then is not None and not plan.guarded:
+        then(plan)
     fitted = fit_launch_env(plan.env, inherited=inherited, arg_max=arg_max,
                             argv=argv_bytes([shell, "-c", plan.command]))
     plan.env = fitted.env

@@ -195,6 +195,7 @@ def parse_collect(stdout: str) -> tuple[int | None, list[str]]:
 WINDOW_OPEN_SECONDS = 60.0  # the launcher's start up to its window's bind (a compose launcher pulls nothing)
 DEFAULT_JOIN_TIMEOUT = 300.0  # upstream's window when the user's join block sets none
 _AGENT_KNOBS = ("FLODL_VERBOSITY", "FLODL_NET_TIMEOUT_SCALE", "FDL_ENV")
+_ROSTER_VARS = ("FLODL_INTERNAL_PREBUILD_PER_HOST", "FLODL_TESTING_CLUSTER_JSON")
 
 
 def plan(env: Mapping[str, str], topology: Mapping[str, Any], envelope: Mapping[str, Any],
@@ -209,7 +210,9 @@ def plan(env: Mapping[str, str], topology: Mapping[str, Any], envelope: Mapping[
     """
     token, run_id = new_token(), secrets.token_hex(8)
     window = window_topology(topology, token)
-    launcher_env = dict(env)
+    # The roster's size stays out of the launcher's environment: no envelope (it fans nothing out) and no testing
+    # copy of the whole cluster.
+    launcher_env = {k: v for k, v in env.items() if k not in _ROSTER_VARS}
     launcher_env["FLODL_INTERNAL_FULL_CLUSTER_JSON"] = hex_encode(serde_pretty(window))
     extra = {k: str(env[k]) for k in _AGENT_KNOBS if k in env}
     join_timeout = float((window["controller"]["join"]).get("join_timeout") or DEFAULT_JOIN_TIMEOUT)

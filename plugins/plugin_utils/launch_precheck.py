@@ -19,12 +19,14 @@ same message.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils import launch_size
+from ansible_collections.flodl.cluster.plugins.module_utils import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import PrebuildError, plan_prebuild
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import envelope_json
@@ -33,7 +35,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.topology import Topo
 from ansible_collections.flodl.cluster.plugins.module_utils.variants import AMD, variant_vendor
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, as_bool, var, walks_in
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_host_of
 
 
@@ -77,8 +79,13 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
         docker_service=docker_service, container_root=container_root, envelope_text=planned_envelope(ctx),
         testing=testing, guarded=False, ssh_reuse_dir=sshreuse_io.expected_dir() if reuse else None,
         local_counts=(1, 0))
+    envelope = json.loads(inputs.prebuild_envelope_json) if inputs.prebuild_envelope_json else {}
+
+    def to_walk_in(plan):  # what a walk-in launcher gets (module_utils.walk_in): its own size, not the roster's
+        plan.env = wi.plan(plan.env, plan.topology or {}, envelope, ctx.inventory_names, 0.0)[0]
     try:
-        _plan, fitted = launch_size.render_checked(inputs, _no_lookup, inherited=os.environ, arg_max=default_arg_max())
+        _plan, fitted = launch_size.render_checked(inputs, _no_lookup, inherited=os.environ, arg_max=default_arg_max(),
+                                                   then=to_walk_in if walks_in(task_vars, templar, phases) else None)
     except (TopologyError, ValueError):
         return []  # an incomplete topology is the launch phase's to report
     return [p.text() for p in fitted.problems]

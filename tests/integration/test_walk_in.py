@@ -214,7 +214,7 @@ def test_walk_in_honours_become_and_a_local_worker(installed_collection, netns_c
     arch = {"h1": "precompiled/cu128", "h2": "precompiled/cu128"}
     host_vars = worker_vars(project, arch, {"h1": [0], "h2": [0]})
     host_vars["h2"].update(ansible_become=True, ansible_become_user="nobody", ansible_become_method="su",
-                           ansible_become_flags="-s /bin/sh", flodl_env={"FLODL_DEMO_SLEEP_S": "4"})
+                           ansible_become_flags="-s /bin/sh", flodl_env={"FLODL_DEMO_SLEEP_S": "20"})
     inventory = cluster.inventory(project_vars(project, cluster), host_vars)
     inventory["all"]["children"]["flodl_workers"]["hosts"]["ctl"] = {
         "flodl_path": str(project), "flodl_arch": "precompiled/cu128", "flodl_local_devices": [0],
@@ -231,7 +231,7 @@ def test_walk_in_honours_become_and_a_local_worker(installed_collection, netns_c
     try:
         wait_for(lines, proc, lambda t: "target ranks reached" in t, 300, "the window to fill")
         seen = ""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20  # h2's ranks stay up 20 s
         while "nobody" not in seen and time.monotonic() < deadline:
             seen = cluster.ssh("h2", "ps -eo user:20,args | grep '[r]elease/train'").stdout
             time.sleep(0.2)

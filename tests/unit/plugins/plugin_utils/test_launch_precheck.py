@@ -73,3 +73,25 @@ def test_the_reuse_directory_stand_in_has_the_length_of_the_real_one():
         assert len(sshreuse_io.expected_dir()) == len(real)
     finally:
         os.rmdir(real)
+
+
+def _many(count: int, **extra):
+    workers = {
+        f"gpu-{i:04d}": {"ansible_host": f"10.1.{i // 250}.{i % 250 + 1}", "flodl_path": "/srv/cluster/projects/train",
+                         "flodl_arch": "precompiled/cu128", "flodl_local_devices": [0, 1, 2, 3],
+                         "flodl_nccl_socket_ifname": "enp65s0f0"}
+        for i in range(count)
+    }
+    tv = {"groups": {"flodl_workers": list(workers)}, "hostvars": workers, "flodl_controller_host": "10.0.0.1",
+          "flodl_controller_path": "/srv/cluster/projects/train", "flodl_cmd": "train"}
+    tv.update(extra)
+    return tv
+
+
+def test_the_size_check_is_the_modes_own_a_fan_out_too_large_is_refused_naming_walk_in_which_fits():
+    """Issue 37: fanout's one-string topology caps it near 128 workers; a walk-in launcher gets no roster."""
+    fanout = _many(400)
+    found = launch_precheck.size_problems(_action(), fanout, build_context(fanout, None, PHASES), PHASES)
+    assert found and "flodl_launch_mode: walk_in" in found[0], found
+    walk_in = _many(500, flodl_launch_mode="walk_in")
+    assert launch_precheck.size_problems(_action(), walk_in, build_context(walk_in, None, PHASES), PHASES) == []
