@@ -52,5 +52,5 @@ def test_cluster_train_reports_a_build_with_its_launch_and_launches_nothing_afte
         yaml.safe_load((REPO / "roles" / "prebuild" / "tasks" / "main.yml").read_text()))] == ["prebuild"]
     launch = yaml.safe_load((REPO / "roles" / "launch" / "tasks" / "main.yml").read_text())
     assert launch[0]["when"] == "not (flodl_prebuild_run.builds_failed | default(false))"
-    assert _worker_reports(launch) == [{"phase": "launch", "result_var": "flodl_launch_env",
+    assert _worker_reports(launch) == [{"phase": "launch", "result_var": "flodl_launch_run",
                                         "prior_phase": "prebuild", "prior_result_var": "flodl_prebuild_run"}]
