@@ -53,11 +53,14 @@ options:
         in the same parallel sweep as the workers.
     type: str
   timeout:
-    description: Seconds one host's probe may take before it counts as unreachable.
+    description:
+      - Seconds one host's probe may take, from its own start, before it counts as unreachable.
+      - At most 16 probes per controller CPU run at once (and at most O(max_parallel)); a larger sweep runs in
+        rounds, bounded by one O(timeout) per round to start them all, each probe with its whole O(timeout).
     type: float
     default: 30
   max_parallel:
-    description: At most this many probes at once.
+    description: At most this many probes at once (below the 16 per controller CPU the sweep allows itself).
     type: int
     default: 64
 attributes:
