@@ -94,7 +94,8 @@ class ActionModule(ActionBase):
                  why: str = REFUSED):
         """The run refused before contact: each worker reports its own problems, and those of the run itself
         (plugin_utils.run_refusal); the step passes, unless the play has no worker to report them."""
-        display.display(f"flodl preflight: {why}\n" + "\n".join(f"  {p}" for p in problems))
+        # Not "flodl preflight ...": that heads the report of a sweep, and none ran.
+        display.display(f"flodl run: {why}\n" + "\n".join(f"  {p}" for p in problems))
         result = refuse(result, task_vars, problems, per_worker, why)
         if not result.get("failed"):
             result.update(ok=False, msg=f"flodl preflight: {why}: {len(problems)} problem(s)")

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -414,6 +415,27 @@ def test_unreachable_worker_only_warns_and_the_run_goes_on(
     assert "Prebuild | Result of this worker" not in proc.stdout
     assert sorted(task_results(proc.stdout, "Launch | Result of this worker")) == ["h1", "h2", "h3"]
     assert proc.returncode == 0
+
+
+def test_probes_queued_behind_the_cap_each_get_their_whole_timeout(
+    installed_collection, netns_cluster_factory: Callable[..., Cluster], netns_shared_dir, tmp_path
+):
+    """One probe at a time through 16 answering workers, 3 s each: every worker is checked. Under one 3 s deadline
+    for the whole sweep (before), the workers queued last ran out of it and were reported unreachable."""
+    paths = _layout(netns_shared_dir)
+    cluster = netns_cluster_factory([HostSpec(f"h{i + 1}") for i in range(16)], shared_root=netns_shared_dir)
+    group, hosts = _vars(cluster, paths)
+    inv = cluster.write_inventory(tmp_path / "inv.json",
+                                  dict(group, flodl_preflight_max_parallel=1, flodl_preflight_timeout=3), hosts)
+    start = time.monotonic()
+    proc = _play(installed_collection, inv, "preflight")
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout
+    assert skipped_with_reason(proc.stdout) == {}, seconds
+    assert "no answer within" not in proc.stdout and "not reached" not in proc.stdout
+    assert set(task_results(proc.stdout, PREFLIGHT_RESULT).values()) == {"ok"}
+    assert _accepted(cluster) == {f"h{i + 1}": 1 for i in range(16)}
+    assert seconds < 16 * 3 + 3 + 30, seconds  # the rounds, one more, and Ansible's own start and reports
 
 
 def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(
