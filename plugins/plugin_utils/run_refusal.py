@@ -19,7 +19,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WOR
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import INVALID_CONFIG, fail_result, registered
 
 # The steps whose refusal a later step of the play carries on (registered as their roles and playbooks name them).
-REFUSING_STEPS = ("flodl_preflight_run", "flodl_topology_run", "flodl_launch_env")
+REFUSING_STEPS = ("flodl_preflight_run", "flodl_topology_run", "flodl_prebuild_run", "flodl_launch_env")
 
 
 def report_hosts(task_vars: Mapping[str, Any]) -> list[str]:
