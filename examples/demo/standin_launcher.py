@@ -21,7 +21,12 @@ environment flodl.cluster prepares is complete and correct:
   prefixes rank lines with ``[<host>:<device>:r<rank>] ``);
 * waits for every host (it does not stop the others when one fails: the
   demo wants every host's result) and exits with the worst (highest) exit
-  code, after running the cleanup again.
+  code, after running the cleanup again;
+* names a host whose program exits non-zero as flodl's launcher names a
+  failing rank, on stderr: ``cluster launcher: host "h2" reports rank 2
+  exited with code 3`` (the host's first rank: the stand-in runs one
+  program per host). Exit 255 is ssh's own failure, not a rank's: that
+  host is not named so.
 
 With ``controller.join.discovery: true`` (flodl.cluster's ``walk_in`` mode) it
 starts no host: it opens a join window for the walk-in agents Ansible starts
@@ -273,6 +278,7 @@ def main(args: list[str]) -> int:
         running.append((host, proc, threads))
 
     worst = 0
+    ranks = {w["host"]: list(w.get("ranks") or []) for w in workers}
     pending = {entry[0]: entry[1] for entry in running}
     while pending:
         for host, proc in list(pending.items()):
@@ -282,6 +288,10 @@ def main(args: list[str]) -> int:
             del pending[host]
             label = f"status {code}" if code >= 0 else f"signal {-code}"
             say(f"[standin-launcher] {host}: exited with {label}")
+            if code != 0 and code != 255 and ranks.get(host):
+                # The line flodl's launcher prints when a host's agent reports a rank's non-zero exit.
+                say(f"cluster launcher: host {json.dumps(host)} reports rank {ranks[host][0]} exited with code "
+                    f"{code}", sys.stderr)
             norm = code if code >= 0 else 128 - code
             if norm > worst:
                 worst = norm

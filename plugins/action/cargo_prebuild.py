@@ -16,17 +16,11 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils.build_runner import ARGUMENT_SPEC, DEFAULT_BUILD_TIMEOUT, build
 from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_summary
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries, run_failed_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    as_bool,
-    fail_result,
-    plain,
-    read_run,
-    var,
-    walks_in,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, plain, read_run, var, walks_in
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
@@ -61,12 +55,13 @@ class ActionModule(ActionBase):
             # The build reaches no worker: their connections are the preflight's and the launch's business.
             # Honours become: the build runs as Ansible's module on the build host.
             ctx = read_run(self, task_vars, ["prebuild"], connections=False, become_ok=True)
-        except TopologyError as exc:
-            return fail_result(result, exc.problems)
+        except TopologyError as exc:  # every worker's report fails with it (plugin_utils.run_refusal)
+            return refuse(result, task_vars, exc.problems, exc.per_host)
         dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))
         dedupe = as_bool(dedupe_raw)
         if dedupe is None:
-            return fail_result(result, [f"controller: flodl_prebuild_dedupe must be true or false, got {dedupe_raw!r}"])
+            return refuse(result, task_vars,
+                          [f"controller: flodl_prebuild_dedupe must be true or false, got {dedupe_raw!r}"])
         result.update(run_handoff.fields(ctx))
         if not ctx.prebuild:
             skipped = {ctx.inventory_names.get(w["host"], w["host"]): entry("skipped", "flodl_prebuild is false")
@@ -95,11 +90,17 @@ class ActionModule(ActionBase):
         if built.get("summary"):
             # The operator's view of every build (and, in check mode, the plan), as the other phases print theirs.
             display.display("\n".join(folded_summary(built, verbose=display.verbosity >= 1)))
+        per_host = prebuild_entries(built, ctx.cluster["workers"], ctx.inventory_names, ctx.controller_identity)
         if built.get("failed") and built.get("failed_hosts"):
             # Host builds failed: each of those workers fails with its own build below; the step stays ok.
             result.update(failed=False, builds_failed=True)
-        result["per_host"] = prebuild_entries(built, ctx.cluster["workers"], ctx.inventory_names,
-                                              ctx.controller_identity)
+        elif built.get("failed"):
+            # The prebuild failed as a whole (before any build, say): every worker's report fails with it, not the
+            # worker this step ran on; no launch starts.
+            why = "the prebuild failed as a whole: " + str(built.get("msg") or "no message")
+            per_host = run_failed_entries(per_host, why)
+            result.update(failed=False, builds_failed=True, _ansible_verbose_always=True)
+        result["per_host"] = per_host
         return result
 
     def _build(self, module_args, task_vars):

@@ -20,13 +20,15 @@ from ansible_collections.flodl.cluster.plugins.module_utils.lookups import start
 from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED
 from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, run_handoff, sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, fail_result, is_local_host, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import INVALID_CONFIG, as_bool, is_local_host, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import launch_host_facts
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import carried, refuse, refused_earlier
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
@@ -36,8 +38,20 @@ display = vault_values.RedactingDisplay(Display())
 PREPARED = ("command", "cwd", "env", "log_dir", "ssh_control_dir")
 
 
+class _Refused(Exception):
+    """The run cannot be launched: every worker's report fails with these problems (plugin_utils.run_refusal)."""
+
+    def __init__(self, problems: list[str], why: str = INVALID_CONFIG, per_worker: dict | None = None):
+        super().__init__(why)
+        self.problems, self.per_worker = list(problems), per_worker or {}
+        self.why = REFUSED if why == INVALID_CONFIG else why
+
+
 class ActionModule(ActionBase):
-    """Validation first; the only host traffic is a GPU count for ``all`` workers preflight did not count."""
+    """Validation first; the only host traffic is a GPU count for ``all`` workers preflight did not count.
+
+    A refusal passes this run-once step with every worker's entry failed; an earlier step's refusal is carried on.
+    """
 
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -49,28 +63,32 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         self._task.args = without_blanks(self._task.args, LAUNCH_ENV)
         _spec, args = self.validate_argument_spec(**LAUNCH_ENV)
+        earlier = refused_earlier(task_vars, "flodl_launch_env")
+        if earlier is not None:  # the launch playbook's validation refused the run (its lock, say): nothing starts
+            return carried(result, earlier)
         preflight = args["preflight"] or registered(task_vars, launch_io.PREFLIGHT_RESULT_VAR)
         guard = le.recursion_guard(os.environ)
         # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
         reuse_dir = sshreuse_io.masters_for_launch(self, task_vars, preflight, guard is not None)
-        result = self._prepare(result, task_vars, args, preflight, guard, reuse_dir)
-        if result.get("failed"):
+        try:
+            return self._prepare(result, task_vars, args, preflight, guard, reuse_dir)
+        except _Refused as exc:
             sshreuse_io.close_masters(reuse_dir)  # nothing is launched: nothing will ride them
-        return result
+            return refuse(result, task_vars, exc.problems, exc.per_worker, exc.why)
 
     def _prepare(self, result, task_vars, args, preflight, guard, reuse_dir):
         try:
             ctx = read_run(self, task_vars, ["launch"])
             docker_service = launch_docker(args["launch_docker"], task_vars, self._templar, ctx)
         except TopologyError as exc:
-            return fail_result(result, exc.problems)
+            raise _Refused(exc.problems, per_worker=exc.per_host) from None
         # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS), started now: the lookups run
         # beside the reads below, and no name costs a DNS timeout.
         lookups = start_lookups(ctx.cluster, nr.system_resolver) if guard is None else None
         check = bool(self._task.check_mode)
         log_dir, unsafe = launch_io.log_dir_of(ctx, args["log_dir"])
         if unsafe:
-            return fail_result(result, unsafe, "the launch log directory is unsafe; nothing was started")
+            raise _Refused(unsafe, "the launch log directory is unsafe; nothing was started")
         testing = args["testing_cluster"]
         if testing is None:
             testing = as_bool(var(task_vars, self._templar, "flodl_testing_cluster", True)) is not False
@@ -80,7 +98,7 @@ class ActionModule(ActionBase):
             try:
                 counts, swept = launch_io.gpu_counts(ctx, preflight)
             except TopologyError as exc:
-                return fail_result(result, exc.problems, "could not count the GPUs of `local_devices: all` workers")
+                raise _Refused(exc.problems, "could not count the GPUs of `local_devices: all` workers")
             if swept:
                 display.display("flodl launch: counted GPUs over ssh (no preflight result in this play)")
             envelope_text, envelope_source = launch_io.read_envelope(
@@ -91,7 +109,7 @@ class ActionModule(ActionBase):
             try:
                 host_user = launch_ssh(self, task_vars, remote).get("user") or host_user
             except RemoteLaunchError as exc:
-                return fail_result(result, [f"controller: {exc}"])
+                raise _Refused([f"controller: {exc}"])
         facts = launch_host_facts(preflight, remote)
         inputs = launch_io.launch_inputs(
             ctx, gpu_counts=counts, host_user=host_user, docker_service=docker_service,
@@ -102,9 +120,8 @@ class ActionModule(ActionBase):
             inputs.hostname = facts[0]  # the launch host's identity, from its preflight session
         walk_in_box: dict = {}
         if args["launch_mode"] == "walk_in" and remote is not None:
-            return fail_result(result, [f"controller: flodl_launch_mode=walk_in runs the launcher on this machine "
-                                        f"for now, not on flodl_launch_host {remote}; launch here, or use "
-                                        "flodl_launch_mode=fanout"])
+            raise _Refused([f"controller: flodl_launch_mode=walk_in runs the launcher on this machine for now, not "
+                            f"on flodl_launch_host {remote}; launch here, or use flodl_launch_mode=fanout"])
 
         def to_walk_in(plan):
             plan.env, plan.topology, walk_in_box["plan"], walk_in_box["problems"] = wi.plan(
@@ -118,16 +135,16 @@ class ActionModule(ActionBase):
             plan, fitted = render_checked(inputs, resolver, inherited=os.environ, arg_max=default_arg_max(),
                                           then=to_walk_in)
         except TopologyError as exc:
-            return fail_result(result, exc.problems, "the launch topology is incomplete; nothing was started")
+            raise _Refused(exc.problems, "the launch topology is incomplete; nothing was started")
         if fitted.problems:
-            return fail_result(result, [p.text() for p in fitted.problems],
-                               "the launch environment would not fit; nothing was started")
+            raise _Refused([p.text() for p in fitted.problems],
+                           "the launch environment would not fit; nothing was started")
         refused = co.remote_compose_problem(remote, plan.command)
         if refused:
-            return fail_result(result, [refused])
+            raise _Refused([refused])
         walk_in = walk_in_box.get("plan")
         if walk_in_box.get("problems"):
-            return fail_result(result, walk_in_box["problems"], "no walk-in agent can start; nothing was started")
+            raise _Refused(walk_in_box["problems"], "no walk-in agent can start; nothing was started")
         warnings = list(plan.warnings)
         changed = launch_io.apply_overlay(plan, ctx.project_dir, check, warnings)
         fields = plan_fields(plan, envelope_text=envelope_text, envelope_source=envelope_source, log_dir=log_dir,

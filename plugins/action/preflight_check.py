@@ -10,19 +10,15 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PREFLIGHT_CHECK
 from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, refused_entries
+from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, run_failed_entries
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import (
-    WORKERS_GROUP,
-    as_bool,
-    fail_result,
-    read_run,
-    var,
-)
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, read_run, var
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import INVALID_CONFIG
 
 display = vault_values.RedactingDisplay(Display())
 
@@ -49,9 +45,7 @@ class ActionModule(ActionBase):
         try:
             ctx = read_run(self, task_vars, phases)
         except TopologyError as exc:
-            if exc.per_host is None:
-                return fail_result(result, exc.problems)
-            return self._refused(result, task_vars, exc)
+            return self._refused(result, task_vars, exc.problems, exc.per_host or {})
         follow = None
         if "launch" in phases:
             # Only a run with a launch imports the launch side: ansible-playbook compiles whatever a step imports.
@@ -62,14 +56,15 @@ class ActionModule(ActionBase):
             follow = LaunchFollows(self, task_vars, ctx, phases)
             problems, headline = follow.refusals()
             if problems:
-                return fail_result(result, problems, headline)
+                why = REFUSED if headline == INVALID_CONFIG else headline
+                return self._refused(result, task_vars, problems, {}, why)
 
         # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils.parent_watch).
         with exit_with_parent():
             build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
             problems = follow.start() if follow is not None else []
             if problems:
-                return fail_result(result, problems)
+                return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
             # Checked with the run (module_utils.knobs): true, false, or unset/blank (false).
             require_all = as_bool(var(task_vars, self._templar, "flodl_preflight_require_all")) is True
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
@@ -88,25 +83,25 @@ class ActionModule(ActionBase):
             data.update(follow.result_fields(failed="failure" in data))
         # The model travels to the later phases in this result; a failed preflight has none to serve.
         handoff = "failure" not in data and not controller.get("errors")
-        result.update(data, changed=False, per_host=preflight_entries(found["hosts"], ctx.inventory_names),
-                      **run_handoff.fields(ctx, with_model=handoff))
+        per_host = preflight_entries(found["hosts"], ctx.inventory_names)
+        result.update(data, changed=False, per_host=per_host, **run_handoff.fields(ctx, with_model=handoff))
         if controller.get("errors"):
-            # The controller is not an inventory worker: its own problems fail the run as a whole.
-            result.update(failed=True, msg=pf_report.failure_message([controller], data["warnings"]))
+            # The controller is not an inventory worker: its own problems fail the run as a whole, so every
+            # worker's report fails with them (the step passes: it ran on one worker, which is not to blame).
+            msg = pf_report.failure_message([controller], data["warnings"])
+            result.update(refused=True, msg=msg, _ansible_verbose_always=True, per_host=run_failed_entries(
+                per_host, "the controller failed preflight, so the run stops: " + "; ".join(controller["errors"])))
         else:
             result["msg"] = f"flodl preflight: {len(found['hosts'])} worker(s), {len(data['failed_hosts'])} failed"
         return result
 
-    def _refused(self, result, task_vars, exc: TopologyError):
-        """The run refused before contact, with problems that name workers: each worker reports its own."""
-        workers = [str(h) for h in task_vars.get("groups", {}).get(WORKERS_GROUP, [])]
-        play = [str(h) for h in task_vars.get("ansible_play_hosts_all") or workers]
-        # A play on a host that is not a worker (a runbook on localhost) reports the run through that host
-        # (worker_result), so every worker gets its own entry.
-        hosts = [h for h in play if h in workers] or workers
-        per_host = refused_entries(hosts, exc.problems, exc.per_host or {})
-        display.display("flodl preflight: " + REFUSED + "\n" + "\n".join(f"  {p}" for p in exc.problems))
-        failed = sorted(h for h, e in per_host.items() if e["status"] == "failed")
-        result.update(changed=False, ok=False, refused=True, problems=exc.problems, failed_hosts=failed,
-                      per_host=per_host, msg=f"flodl preflight: {REFUSED}: {len(exc.problems)} problem(s)")
+    def _refused(self, result, task_vars, problems: list[str], per_worker: dict[str, list[str]],
+                 why: str = REFUSED):
+        """The run refused before contact: each worker reports its own problems, and those of the run itself
+        (plugin_utils.run_refusal); the step passes, unless the play has no worker to report them."""
+        # Not "flodl preflight ...": that heads the report of a sweep, and none ran.
+        display.display(f"flodl run: {why}\n" + "\n".join(f"  {p}" for p in problems))
+        result = refuse(result, task_vars, problems, per_worker, why)
+        if not result.get("failed"):
+            result.update(ok=False, msg=f"flodl preflight: {why}: {len(problems)} problem(s)")
         return result

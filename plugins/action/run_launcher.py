@@ -15,6 +15,7 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import RUN_LAUNCHER, without_blanks
 from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_watch
+from ansible_collections.flodl.cluster.plugins.module_utils.launch_outcome import RankExits, reported
 from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
 from ansible_collections.flodl.cluster.plugins.module_utils.prepared_launch import prepared_args
 from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
@@ -27,6 +28,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process imp
     signal_name,
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import carried
 from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
@@ -47,11 +49,21 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         self._task.args = without_blanks(self._task.args, RUN_LAUNCHER)
         _spec, args = self.validate_argument_spec(**RUN_LAUNCHER)
+        planned = None
         if args["prepared_var"]:
             prepared = registered(task_vars, args["prepared_var"])
+            refused_run = isinstance(prepared, Mapping) and prepared.get("refused")
+            if refused_run and isinstance(prepared.get("per_host"), Mapping):
+                # The run was refused: nothing starts, each worker reports why; the job artifact says it failed.
+                result = carried(result, prepared)
+                if not self._task.check_mode:
+                    result["ansible_stats"] = job_artifacts.launch("", dict(result, failed=True))
+                return result
             if isinstance(prepared, Mapping):  # launch_env names the run's vaulted values: withheld from the output
                 vault_values.add_ciphertexts(prepared.get(vault_values.CIPHERTEXTS_KEY))
             args, refused = prepared_args(args, args["prepared_var"], prepared)
+            # Each worker's launch entry (module_utils.launch_outcome): the workers, not this step, carry a failure.
+            planned = prepared.get("per_host") if isinstance(prepared, Mapping) else None
         else:
             refused = None
         if refused:
@@ -66,6 +78,8 @@ class ActionModule(ActionBase):
         # The run's ssh masters (flodl_ssh_reuse) end with the launcher, however it ends: beside the rest of the
         # play, since nothing rides them any more (the worker process waits for the thread before it exits).
         sshreuse_io.close_masters_beside(args["ssh_control_dir"])
+        if isinstance(planned, Mapping) and planned and not args["walk_in_stage"]:  # walk-in: each agent's collect
+            result = reported(result, planned)
         if not result.get("failed") and not self._task.check_mode:  # the job artifact (module_utils.job_artifacts)
             result["ansible_stats"] = job_artifacts.launch(args["command"], result)
         return result
@@ -114,6 +128,7 @@ class ActionModule(ActionBase):
         watch = start_watch(float(args["grace_seconds"]), os.getppid(), ORPHAN_CLEANUP_TIMEOUT)
         if watch is not None:
             watch.cleanup(orphans.watcher_cleanup_argvs(self, task_vars))
+        exits = RankExits()  # the hosts and ranks flodl's launcher reports failing, read from its output
         try:
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
@@ -122,7 +137,7 @@ class ActionModule(ActionBase):
             with exit_with_parent():
                 outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]),
                                        stdin_data, float(args["timeout"]) or None,
-                                       max(0.0, float(args["output_batch_seconds"])), watch)
+                                       max(0.0, float(args["output_batch_seconds"])), watch, on_line=exits.see)
         except BaseException:
             if watch is not None:
                 watch.done()
@@ -139,6 +154,7 @@ class ActionModule(ActionBase):
         result.update(outcome_fields(
             outcome.rc, outcome.seconds, outcome.tail, log.path, interrupted=interrupted, stop_note=outcome.stop_note,
             orphan_cleanup=cleanup, timed_out=outcome.timed_out, timeout=args["timeout"], grace=args["grace_seconds"]))
+        result["rank_exits"] = exits.as_data()
         if log.failed:
             result["log_error"] = f"{log.error}: the log stopped early, the run was not affected"
         if interrupted is not None:

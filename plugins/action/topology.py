@@ -9,15 +9,20 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import TOPOLOGY
 from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import ordered_cluster
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, redacted_topology
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
 
 class ActionModule(ActionBase):
-    """Thin wrapper: all rules live in module_utils.topology and plugin_utils.context."""
+    """Thin wrapper: all rules live in module_utils.topology and plugin_utils.context.
+
+    A refused run passes this step with ``refused`` and every worker's entry failed (plugin_utils.run_refusal);
+    the launch carries that refusal on, and each worker's report fails with it.
+    """
 
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -31,13 +36,13 @@ class ActionModule(ActionBase):
         try:
             ctx = read_run(self, task_vars, args["phases"])
         except TopologyError as exc:
-            return fail_result(result, exc.problems)
+            return refuse(result, task_vars, exc.problems, exc.per_host)
         too_big = size_problems(self, task_vars, ctx, args["phases"])
         if too_big:
-            return fail_result(result, too_big)
+            return refuse(result, task_vars, too_big)
         locking, refusal = lock_for_action(self, task_vars, ctx.project_dir) if args["lock"] else (False, None)
         if refusal:
-            return fail_result(result, [refusal], "the run lock was not taken; nothing was started")
+            return refuse(result, task_vars, [refusal], why="the run lock was not taken; nothing was started")
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.

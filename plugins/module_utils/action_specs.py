@@ -107,7 +107,7 @@ WALK_IN_AGENT: dict[str, Any] = {
         "stage": {"type": "str", "required": True, "choices": ["start", "collect"]},
         "prepared_var": {"type": "str", "default": "flodl_launch_env"},
         "started_var": {"type": "str", "default": "flodl_agent_start"},
-        "launcher_var": {"type": "str", "default": "flodl_launch_run"},
+        "launcher_var": {"type": "str", "default": "flodl_launch_follow"},
     },
 }
 

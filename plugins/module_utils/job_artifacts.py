@@ -39,4 +39,5 @@ def prebuild(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def launch(command: str, result: Mapping[str, Any]) -> dict[str, Any]:
     return stats(LAUNCH, {"command": command, "rc": result.get("rc", ""), "log_file": result.get("log_file", ""),
-                          "run_id": result.get("run_id", ""), "failed": bool(result.get("failed", False))})
+                          "run_id": result.get("run_id", ""),
+                          "failed": bool(result.get("failed") or result.get("launch_failed"))})

@@ -206,6 +206,7 @@ def plan_fields(
         "prebuild_envelope_source": envelope_source, "extra_hosts": [f"{h}:{ip}" for h, ip in plan.extra_hosts],
         "overlay_path": plan.overlay_path, "overlay": plan.overlay, "launcher_root": plan.launcher_root,
         "log_dir": log_dir, "plan": lines,
-        "per_host": {inventory_names.get(h, h): entry("ok", f"in the launched run, ranks {r}", ranks=r)
+        # Each entry names its flodl host: the launcher's reports of failing ranks name that, not the inventory's.
+        "per_host": {inventory_names.get(h, h): entry("ok", f"in the launched run, ranks {r}", ranks=r, host=h)
                      for h, r in ranks.items()},
     }

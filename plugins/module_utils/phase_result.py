@@ -203,13 +203,14 @@ REFUSED = "refused before contact (no host was contacted)"
 
 
 def refused_entries(
-    play_hosts: list[str], problems: list[str], per_host: Mapping[str, list[str]]
+    play_hosts: list[str], problems: list[str], per_host: Mapping[str, list[str]], why: str = REFUSED
 ) -> dict[str, dict[str, Any]]:
     """``per_host`` for a run refused on its variables: each worker fails with its own problems.
 
-    Problems of the run itself fail every worker (as Ansible's per-host validation would); a worker with
-    none of its own is skipped while others fail, or fails with theirs when they are outside the play
-    (a limited preflight must not pass on a run that is refused).
+    Problems of the run itself fail every worker (as Ansible's per-host validation would): the step that
+    found them passes, so that PLAY RECAP charges every worker rather than the one the step ran on. A
+    worker with none of its own is skipped while others fail, or fails with theirs when they are outside
+    the play (a limited preflight must not pass on a run that is refused). ``why`` leads each message.
     """
     own = {p for found in per_host.values() for p in found}
     run_level = [p for p in problems if p not in own]
@@ -219,10 +220,24 @@ def refused_entries(
     for host in play_hosts:
         mine = list(per_host.get(host) or []) + run_level
         if mine:
-            out[host] = entry("failed", f"{REFUSED}: " + " | ".join(mine), problems=mine)
+            out[host] = entry("failed", f"{why}: " + " | ".join(mine), problems=mine)
         elif failing:
             out[host] = entry("skipped", f"not contacted: the run was refused for the variables of {', '.join(failing)}")
         else:
-            out[host] = entry("failed", f"{REFUSED}, for the variables of {', '.join(others)} (outside this play): "
+            out[host] = entry("failed", f"{why}, for the variables of {', '.join(others)} (outside this play): "
                               + " | ".join(problems), problems=list(problems))
+    return out
+
+
+def run_failed_entries(per_host: Mapping[str, Mapping[str, Any]], why: str) -> dict[str, dict[str, Any]]:
+    """``per_host`` once the run failed as a whole after contact (the controller's own checks): a worker that
+    did not fail of its own fails with ``why``, its own finding kept after it. Skipped or passed, the run
+    would go on in PLAY RECAP while nothing more of it can run."""
+    out: dict[str, dict[str, Any]] = {}
+    for host, found in per_host.items():
+        if str(found.get("status")) == "failed":
+            out[host] = dict(found)
+        else:
+            own = str(found.get("msg") or "")
+            out[host] = dict(found, status="failed", msg=why + (f" (here: {own})" if own else ""))
     return out

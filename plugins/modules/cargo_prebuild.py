@@ -236,8 +236,16 @@ per_host:
     - One entry per worker (added by the action), keyed by inventory host, which M(flodl.cluster.worker_result)
       turns into that worker's own result. A built worker's entry is C(status), C(msg) and C(host), the key
       of its build in RV(hosts) (held once, not copied per entry); a skipped worker's has C(data).
-  returned: when the run is valid
+    - Run by the playbooks (the action reads the run), a run refused as a whole passes this run-once task with
+      RV(refused) and every worker's entry failed with the reason; a prebuild that fails as a whole (no failed
+      host of its own) passes it with C(builds_failed) and every worker's entry failed with its message, so no
+      launch starts and PLAY RECAP charges every worker rather than the one this task ran on.
+  returned: when run by the playbooks
   type: dict
+refused:
+  description: The run was refused before any build; each worker's entry says why.
+  returned: when refused
+  type: bool
 envelope:
   description: The launcher's per-host envelope. In check mode, the envelope a successful build would produce.
   returned: success

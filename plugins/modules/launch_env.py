@@ -19,6 +19,10 @@ description:
     a successful prebuild, C(FLODL_NET_TIMEOUT_SCALE) after validation, and C(FLODL_TESTING_CLUSTER_JSON) when
     C(flodl_testing_cluster) is true.
   - Validates the whole run first (same rules as M(flodl.cluster.topology)); nothing is contacted when it is invalid.
+  - A refused run (invalid, too large an environment, an unsafe log directory, ...) does not fail this run-once task,
+    which ran on one worker; it returns RV(refused) and every worker's C(per_host) entry failed with the reason,
+    which M(flodl.cluster.run_launcher) carries on without starting anything. An earlier refusal in the play
+    (C(flodl_topology_run), C(flodl_preflight_run)) is carried on the same way, the run not read again.
   - GPU counts of C(flodl_local_devices=all) workers come from the preflight result (C(flodl_preflight_run)); workers it
     does not cover are counted by one parallel ssh sweep (the fdl-cli GPU script).
   - With O(launch_host) another machine, C(HOSTNAME) is that host's identity and the controller's own GPU count is
@@ -37,7 +41,7 @@ description:
     C(docker compose run --rm -e FDL_PROJECT_ROOT=/workspace <service> bash -c 'cd /workspace/<dir> && ... ').
   - Measures every added variable as it will be exported (C(NAME=value) and its NUL against the kernel's 131072-byte
     limit, the whole environment against C(ARG_MAX)). A topology variable whose pretty JSON is over the limit is
-    shipped as compact JSON when that fits (with a warning); otherwise the step fails and nothing is started. The
+    shipped as compact JSON when that fits (with a warning); otherwise the run is refused and nothing is started. The
     variables returned in C(env) are the ones measured.
   - Looks up C(flodl_controller_host) and every worker's C(flodl_host) at once, waiting 2 seconds in total; a name
     without an answer by then is treated as unresolved, with a warning.
@@ -212,6 +216,26 @@ ssh_control_dir:
       connections are not shared. Hand it to M(flodl.cluster.run_launcher), which closes them.
   returned: success
   type: str
+per_host:
+  description: >-
+    Each worker's entry by inventory name: C(status), C(msg), C(data) (its C(ranks) and flodl C(host) in the launched
+    run; for a refused run, failed with its C(problems)).
+  returned: always
+  type: dict
+refused:
+  description: The run was refused; nothing is to be launched, and C(per_host) says why for each worker.
+  returned: when refused
+  type: bool
+problems:
+  description: Every problem of a refused run.
+  returned: when refused
+  type: list
+  elements: str
+failed_hosts:
+  description: The workers whose entry fails, for a refused run.
+  returned: when refused
+  type: list
+  elements: str
 run_model_use:
   description: How this step got the run model (C(source), C(validations), C(connections_resolved)); see docs/architecture.md, One run model per run.
   returned: when the run was read

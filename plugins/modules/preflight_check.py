@@ -12,15 +12,17 @@ short_description: Check every flodl cluster host in one parallel round trip bef
 version_added: "0.1.0"
 description:
   - Validates the whole run first (topology, reserved C(env) keys, C(flodl_net_timeout_scale) or
-    C(FLODL_NET_TIMEOUT_SCALE), the variables the requested O(phases) need). An invalid run fails here and
-    no host is contacted.
+    C(FLODL_NET_TIMEOUT_SCALE), the variables the requested O(phases) need). An invalid run is refused here
+    and no host is contacted; each worker's C(per_host) entry fails with its own problems and those of the
+    run itself (a worker with none of either is skipped), so every worker fails in its own report.
   - Checks the controller's data path (C(flodl_controller_data_path), else the convention C(/flodl/data))
     locally, without ssh. A worker whose logical host is the controller's identity is covered by that check.
   - With C(flodl_launch_host) in a play that launches, the launch host is the controller. One ssh session
     there, in parallel with the workers' probes and with C(StrictHostKeyChecking=yes) after that host's own
     options, takes the run lock on its filesystem, checks the controller's data path and GPU count there,
     reads its identity and checks that the launcher there reaches every worker. The session holds the lock,
-    renewing its lease every C(flodl_run_lock_ttl)/6 seconds, until ansible-playbook ends, then removes it. A refused lock, an unknown or changed key, or no answer fails this task.
+    renewing its lease every C(flodl_run_lock_ttl)/6 seconds, until ansible-playbook ends, then removes it. A
+    refused lock, an unknown or changed key, or no answer fails every worker's entry.
   - Runs exactly one ssh per remote worker, all in parallel, with flodl's own ssh argv
     (C(-p), C(-l), C(-i), the user's C(-o) options, then C(-T -o BatchMode=yes -o ConnectTimeout=5)) and a
     POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and
@@ -33,8 +35,10 @@ description:
     probe are warnings; with C(flodl_preflight_require_all) true (a task variable, default false) an
     unreachable host or failed probe is an error of that host. A glibc banner is an advisory note."
   - A host's error does not fail this run-once task. It is filed in that host's C(per_host) entry, which the
-    host's own report (M(flodl.cluster.worker_result)) turns into its failure. Only an invalid run and the
-    controller's own problems fail this task (the latter with one line per failing host and the warnings).
+    host's own report (M(flodl.cluster.worker_result)) turns into its failure. A problem of the run as a whole
+    (the controller's own, its variables, the run lock) fails every worker's entry instead (RV(refused)), so
+    PLAY RECAP shows every worker and charges none to the one this task ran on. This task fails only for a
+    play with no worker at all.
   - The probe changes nothing, so it also runs in check mode.
 options:
   phases:
@@ -51,11 +55,14 @@ options:
         in the same parallel sweep as the workers.
     type: str
   timeout:
-    description: Seconds one host's probe may take before it counts as unreachable.
+    description:
+      - Seconds one host's probe may take, from its own start, before it counts as unreachable.
+      - At most 16 probes per controller CPU run at once (and at most O(max_parallel)); a larger sweep runs in
+        rounds, bounded by one O(timeout) per round to start them all, each probe with its whole O(timeout).
     type: float
     default: 30
   max_parallel:
-    description: At most this many probes at once.
+    description: At most this many probes at once (below the 16 per controller CPU the sweep allows itself).
     type: int
     default: 64
 attributes:
@@ -153,8 +160,8 @@ failure:
   type: list
   elements: str
 failed_hosts:
-  description: Hosts with at least one error; with RV(refused), the workers refused for their own variables.
-  returned: always, but for a run refused as a whole
+  description: Hosts with at least one error; with RV(refused) before contact, the workers whose entry fails.
+  returned: always, but for a play with no worker
   type: list
   elements: str
 warnings:
@@ -178,15 +185,15 @@ per_host:
       into that worker's own result. A probed worker's entry is C(status), C(msg) and C(host), the key of its
       report in C(hosts) (held once, not copied per entry); a worker refused before contact has C(data)
       with its C(problems) instead.
-  returned: always, but for a run refused as a whole
+  returned: always, but for a play with no worker
   type: dict
 ssh_control_dir:
   description: The directory of the ssh master connections the probe left for the launch (C(flodl_ssh_reuse)).
   returned: when a launch follows and the masters are kept
   type: str
 refused:
-  description: The run was refused before contact for workers' own variables; each worker's entry says why.
-  returned: when refused for workers' variables
+  description: The run was refused (before contact, or by the controller's own checks); each worker's entry says why.
+  returned: when refused
   type: bool
 run_model:
   description:

@@ -18,6 +18,12 @@ description:
     its missing parents C(0755), whatever the umask). The command runs under the caller's umask with group and
     world write added (C(umask 000) becomes C(022)), locally and on the launch host; a detached run under C(umask 027).
   - The task fails when the command exits non-zero; C(rc) and the message carry the exit code and the last lines.
+    With O(prepared_var), the failure goes to the workers instead, in C(per_host), and the task passes with
+    RV(launch_failed) (it runs once, on one worker, which is not to blame). flodl's launcher names the host and
+    rank of a rank that exits non-zero (C(host "h2" reports rank 2 exited with code 7)); every output line is
+    read for that, and those workers fail, the others are ok. A failure that names no worker fails every worker.
+  - A O(prepared_var) result that refused the run (RV(refused)) starts nothing; this task passes with it, each
+    worker's entry failing with the refusal.
   - The command runs in its own session. Ctrl-C (SIGINT), SIGTERM (an AWX cancel) or SIGHUP sends SIGTERM to its
     whole process group, waits O(grace_seconds), then sends SIGKILL to whatever is left.
   - In check mode nothing runs.
@@ -162,6 +168,27 @@ interrupted:
   description: The signal name when the run was interrupted.
   returned: when interrupted
   type: str
+rank_exits:
+  description: >-
+    Every rank exit flodl's launcher reported non-zero, in order (C(host) as the launcher names it, C(rank),
+    C(code)).
+  returned: when the command ran
+  type: list
+  elements: dict
+per_host:
+  description: >-
+    With O(prepared_var), each worker's launch entry by inventory name (C(status) ok or failed, C(msg), C(data) with its
+    C(ranks), C(host) and its C(rank_exits)); each worker's M(flodl.cluster.worker_result) turns it into its own result.
+  returned: with O(prepared_var)
+  type: dict
+refused:
+  description: The prepared launch refused the run; nothing was started.
+  returned: when the prepared launch was refused
+  type: bool
+launch_failed:
+  description: The launch failed; with O(prepared_var) the task passes and the failing workers' entries carry it.
+  returned: when the launch failed with O(prepared_var)
+  type: bool
 ansible_stats:
   description: >-
     The job artifact C(flodl_launch) (command, rc, log_file, run_id, failed) in the shape of M(ansible.builtin.set_stats)' result,

@@ -16,6 +16,10 @@ description:
   - Also validates C(flodl_net_timeout_scale) (or C(FLODL_NET_TIMEOUT_SCALE) from the controller environment)
     and the variables the requested O(phases) need, so that a bad inventory fails before any host is contacted.
   - Every problem is reported at once, one line per host and variable.
+  - A refused run (its variables, the launch environment's size, the run lock) does not fail this run-once task,
+    which ran on one worker only. It returns RV(refused) with a C(per_host) entry per worker of the play, failed
+    with that worker's own problems and those of the run; the launch role's steps carry the refusal on without
+    starting anything, and each worker's report fails with its entry. With no worker in the play, the task fails.
   - Runs on the controller only and contacts no host.
 options:
   phases:
@@ -27,7 +31,7 @@ options:
   lock:
     description:
       - Take the project's run lock (C(<flodl_project_dir>/target/cluster/run.lock)) for this ansible-playbook run,
-        or fail at once, naming the holder, when another live run holds it. A second start would kill the first
+        or refuse the run at once, naming the holder, when another live run holds it. A second start would kill the first
         run's ranks (the launcher's pre-spawn cleanup stops every process of the same binary).
       - The lock is a lease named after the controller's identity (C(FLODL_HOST_NAME), else the host name) and
         this run's id. A holder process renews it every C(flodl_run_lock_ttl)/6 seconds while ansible-playbook
@@ -87,6 +91,24 @@ prebuild:
   description: Whether prebuild (and the preflight ABI gate) is enabled.
   returned: success
   type: bool
+refused:
+  description: The run was refused before contact; C(per_host) says why for each worker.
+  returned: when refused
+  type: bool
+problems:
+  description: Every problem of a refused run, one line each.
+  returned: when refused
+  type: list
+  elements: str
+failed_hosts:
+  description: The workers whose entry fails.
+  returned: when refused
+  type: list
+  elements: str
+per_host:
+  description: Each worker's entry (C(status) failed or skipped, C(msg), C(data) with its C(problems)).
+  returned: when refused
+  type: dict
 run_model_use:
   description: How this step got the run model (C(source), C(validations), C(connections_resolved)); see docs/architecture.md, One run model per run.
   returned: when the run was read

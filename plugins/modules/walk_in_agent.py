@@ -40,7 +40,7 @@ options:
   launcher_var:
     description: For O(stage=collect), the registered result of the launcher's follow step.
     type: str
-    default: flodl_launch_run
+    default: flodl_launch_follow
 attributes:
   check_mode:
     description: Check mode contacts no host and starts nothing.

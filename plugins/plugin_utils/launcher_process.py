@@ -78,8 +78,9 @@ def _close_quietly(stream: Any) -> None:
 
 
 def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batcher: OutputBatcher,
-          exited: Callable[[], bool] | None = None, drain: float = DRAIN_SECONDS) -> None:
-    """Every output line to the log (and the tail) as it comes; to ``show`` in batches, until EOF.
+          exited: Callable[[], bool] | None = None, drain: float = DRAIN_SECONDS,
+          on_line: Callable[[str], None] | None = None) -> None:
+    """Every output line to the log (and the tail, and ``on_line``) as it comes; to ``show`` in batches, until EOF.
 
     With ``exited``: once the command has exited, at most ``drain`` more seconds of reading. Something the
     command left behind may still hold the pipe (an ssh ControlPersist master keeps its stderr): the launch
@@ -94,6 +95,8 @@ def _pump(stream: Any, log: Any, tail: deque, show: Callable[[str], None], batch
         log.write(raw)
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         tail.append(line)
+        if on_line is not None:
+            on_line(line)
         batch = batcher.add(line, time.monotonic())
         if batch is not None:
             show(batch)
@@ -154,6 +157,7 @@ def run_streamed(
     timeout: float | None = None,
     batch_seconds: float = DEFAULT_INTERVAL,
     watch: GroupWatch | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run ``argv``; every output line goes to ``log`` (bytes) as it comes and to ``show`` in batches
     (module_utils.output_batch: a line waits at most ``batch_seconds``); stop cleanly on a signal.
@@ -168,6 +172,8 @@ def run_streamed(
     ``watch`` (module_utils.group_watch, started before this call): told the command's process group as
     soon as it exists, so the group is stopped even when this process is killed outright. Without one,
     a thread here notices ansible-playbook's death and interrupts the run as a SIGTERM would.
+
+    ``on_line`` sees every output line as it is read (the launcher's rank-exit reports, module_utils.launch_outcome).
     """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     interrupted: int | None = None
@@ -205,7 +211,8 @@ def run_streamed(
             watchdog = threading.Timer(timeout, _stop_on_timeout, args=(proc, grace, timed_out))
             watchdog.daemon = True
             watchdog.start()
-        _pump(proc.stdout, log, tail, show, OutputBatcher(batch_seconds), exited=lambda: proc.poll() is not None)
+        _pump(proc.stdout, log, tail, show, OutputBatcher(batch_seconds), exited=lambda: proc.poll() is not None,
+              on_line=on_line)
         rc = proc.wait()
     except _Interrupted as exc:
         interrupted = exc.signum

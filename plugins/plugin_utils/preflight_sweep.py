@@ -20,7 +20,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.shell import join_po
 from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils.context import RunContext, is_local_host, ssh_block_of
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_probes
 
 if TYPE_CHECKING:  # the launch side, imported only by a run with a launch (plugin_utils.preflight_launch)
     from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import SessionResult
@@ -104,7 +104,8 @@ def sweep(
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
         jobs[BUILD_HOST_JOB] = build_host_argv
-    results = run_parallel(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
+    # A bounded number at once, each probe its whole timeout (plugin_utils.processes.probe_bounds).
+    results = run_probes(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
         answer = probe.stdout.strip().splitlines()[-1].strip() if probe.ok and probe.stdout.strip() else ""

@@ -8,6 +8,7 @@ action plugins); modules use AnsibleModule.run_command instead.
 """
 from __future__ import annotations
 
+import math
 import os
 import pwd
 import subprocess
@@ -159,6 +160,58 @@ def run_parallel(jobs: Mapping[str, list[str]], timeout: float = 30.0,
         if left <= 0:
             return _late(host, argv, timeout, count, cap)
         return run_one(host, argv, left, timeout)
+
+    with ThreadPoolExecutor(max_workers=cap) as pool:
+        futures = {host: pool.submit(one, host, argv) for host, argv in jobs.items()}
+        return {host: fut.result() for host, fut in futures.items()}
+
+
+# Probes in flight per controller CPU. Each probe is an ssh handshake (a post-quantum key exchange) and a
+# shell on the far side; all of a large sweep at once on a small, loaded controller made every one of them
+# slow, and most ran out of their time (94 of 128 at 30 s on 2 CPUs, bench/README.md).
+PROBES_PER_CPU = 16
+
+
+def controller_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container's limit shows), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def probe_bounds(count: int, timeout: float, cpus: int, limit: int, max_parallel: int | None) -> tuple[int, float]:
+    """(how many probes run at once, the whole sweep's deadline in seconds) for ``count`` probes.
+
+    At most ``PROBES_PER_CPU`` per CPU (and under the open-files ``limit`` and the operator's ``max_parallel``),
+    so that a probe's time measures its host rather than the controller's queue; each probe gets its whole
+    ``timeout`` from its own start, and the sweep one ``timeout`` per round of that many probes to start them
+    all (a probe started by then still gets its whole timeout: the sweep ends within one round more).
+    """
+    cap = min(parallel_cap(count, limit), max(1, cpus) * PROBES_PER_CPU)
+    if max_parallel:
+        cap = min(cap, max_parallel)
+    return cap, timeout * math.ceil(count / cap)
+
+
+def run_probes(jobs: Mapping[str, list[str]], timeout: float = 30.0, max_parallel: int | None = None,
+               cpus: int | None = None) -> dict[str, SshResult]:
+    """Run every host's probe, a bounded number at once (:func:`probe_bounds`), results keyed by host.
+
+    A host that does not answer ends at ``timeout`` after its probe started; a probe that could not start
+    before the sweep's deadline is reported as not reached.
+    """
+    if not jobs:
+        return {}
+    count = len(jobs)
+    limit = _open_files_limit(count * FDS_PER_JOB + FDS_SPARE)
+    cap, bound = probe_bounds(count, timeout, cpus or controller_cpus(), limit, max_parallel)
+    deadline = time.monotonic() + bound
+
+    def one(host: str, argv: list[str]) -> SshResult:
+        if time.monotonic() >= deadline:
+            return _late(host, argv, bound, count, cap)
+        return run_one(host, argv, timeout)
 
     with ThreadPoolExecutor(max_workers=cap) as pool:
         futures = {host: pool.submit(one, host, argv) for host, argv in jobs.items()}

@@ -299,8 +299,19 @@ def test_cluster_train_two_variants_then_a_failing_rank(installed_collection, cl
     assert proc.returncode != 0
     assert "[h2] failing on purpose: host=h2 code=3" in proc.stdout
     assert "[standin-launcher] h2: exited with status 3" in proc.stdout
+    # As flodl's launcher names a failing rank (h2's ranks are 1 and 2): h2 fails, and only h2.
+    assert 'cluster launcher: host "h2" reports rank 1 exited with code 3' in proc.stdout
     assert "the launch command exited with code 3 (rc=3)" in proc.stdout + proc.stderr
     assert '"rc": 3' in proc.stdout
+    assert failed_in_recap(proc.stdout) == ["h2"] and sorted(recap(proc.stdout)) == ["h1", "h2", "h3"], (
+        proc.stdout[-3000:])
+    assert task_results(proc.stdout, "Launch | Result of this worker") == {"h1": "ok", "h2": "fatal", "h3": "ok"}
+    fails = results(proc.stdout)
+    assert sorted(fails) == ["h2"] and "rank 1 exited with code 3" in fails["h2"]["msg"], fails
+    assert fails["h2"]["launch"]["rank_exits"] == [{"host": "h2", "rank": 1, "code": 3}]
+    # The launch step says how the launcher ended, and fails no one itself.
+    assert task_results(proc.stdout, "Launch | Run the launch command") == {"h1": "changed"}
+    assert "workers failed by this launch: h2" in proc.stdout
 
     # A failed build (h3's rocm variant no longer compiles) starts no launch and fails that worker, in the
     # report of its build and launch; the others built and report so.

@@ -206,6 +206,32 @@ def test_cluster_train_one_worker_failing_preflight_fails_alone(
     assert stats["h2"]["failures"] == 1 and stats["h1"]["failures"] == 0 and stats["h3"]["failures"] == 0
 
 
+def test_a_run_refused_as_a_whole_fails_every_worker_in_the_recap(
+    installed_collection, cluster3, netns_shared_dir, tmp_path
+):
+    """A problem of the run itself fails each worker's own report: PLAY RECAP lists every worker, failed, not
+    only the one the run-once step ran on (cluster_train: no flodl_controller_path; the launch playbook: a
+    reserved cluster variable, refused by its validation step and carried on by the launch's steps)."""
+    cluster = cluster3
+    paths = _layout(netns_shared_dir)
+    group, hosts = _vars(cluster, paths)
+    cases = [("cluster_train", PREFLIGHT_RESULT, _without(group, "flodl_controller_path"), "flodl_controller_path"),
+             ("launch", "Launch | Result of this worker", dict(group, flodl_cluster_env={"CUDA_VISIBLE_DEVICES": "0"}),
+              'key "CUDA_VISIBLE_DEVICES" is reserved')]
+    for playbook, report, variables, expect in cases:
+        inv = cluster.write_inventory(tmp_path / f"inv-{playbook}.json", variables, hosts)
+        proc = _play(installed_collection, inv, playbook)
+        assert proc.returncode != 0, proc.stdout
+        assert failed_in_recap(proc.stdout) == ["h1", "h2", "h3"], (playbook, proc.stdout[-3000:])
+        assert task_results(proc.stdout, report) == {"h1": "fatal", "h2": "fatal", "h3": "fatal"}
+        fails = results(proc.stdout)
+        assert sorted(fails) == ["h1", "h2", "h3"], fails
+        for found in fails.values():
+            assert expect in found["msg"] and "no host was contacted" in found["msg"], found["msg"]
+        assert "flodl launch: running" not in proc.stdout
+    assert _connections(cluster) == {"h1": 0, "h2": 0, "h3": 0}
+
+
 # --------------------------------------------------------------------------- --limit
 
 
@@ -397,6 +423,27 @@ def test_unreachable_worker_only_warns_and_the_run_goes_on(
     assert "Prebuild | Result of this worker" not in proc.stdout
     assert sorted(task_results(proc.stdout, "Launch | Result of this worker")) == ["h1", "h2", "h3"]
     assert proc.returncode == 0
+
+
+def test_probes_queued_behind_the_cap_each_get_their_whole_timeout(
+    installed_collection, netns_cluster_factory: Callable[..., Cluster], netns_shared_dir, tmp_path
+):
+    """One probe at a time through 16 answering workers, 3 s each: every worker is checked. Under one 3 s deadline
+    for the whole sweep (before), the workers queued last ran out of it and were reported unreachable."""
+    paths = _layout(netns_shared_dir)
+    cluster = netns_cluster_factory([HostSpec(f"h{i + 1}") for i in range(16)], shared_root=netns_shared_dir)
+    group, hosts = _vars(cluster, paths)
+    inv = cluster.write_inventory(tmp_path / "inv.json",
+                                  dict(group, flodl_preflight_max_parallel=1, flodl_preflight_timeout=3), hosts)
+    start = time.monotonic()
+    proc = _play(installed_collection, inv, "preflight")
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout
+    assert skipped_with_reason(proc.stdout) == {}, seconds
+    assert "no answer within" not in proc.stdout and "not reached" not in proc.stdout
+    assert set(task_results(proc.stdout, PREFLIGHT_RESULT).values()) == {"ok"}
+    assert _accepted(cluster) == {f"h{i + 1}": 1 for i in range(16)}
+    assert seconds < 16 * 3 + 3 + 30, seconds  # the rounds, one more, and Ansible's own start and reports
 
 
 def test_a_runbook_play_on_the_controller_fails_when_a_worker_fails(

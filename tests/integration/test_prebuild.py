@@ -431,13 +431,15 @@ def test_missing_arch_fails_before_any_build(installed_collection, demo_project,
     inv = write_inventory(tmp_path, project, [("h1", "precompiled/cu128"), ("h2", None)])
     run = run_prebuild(installed_collection, tmp_path, inv)
     assert run.proc.returncode != 0
-    # The run-once step fails as a whole, before any build or worker result.
+    # Refused before any build: the worker with the problem fails in its own report (not the worker the run-once
+    # step ran on), the others are skipped; nothing is launched.
     fails = results(run.proc.stdout)
-    assert len(fails) == 1, fails
-    msg = str(next(iter(fails.values()))["msg"])
+    assert sorted(fails) == ["h2"], fails
+    msg = str(fails["h2"]["msg"])
     assert "no host was contacted" in msg and "h2" in msg and "flodl_arch" in msg
-    assert "builds" not in run.build and "hosts" not in run.build
-    assert RESULT_TASK not in run.proc.stdout and not run.launched
+    assert run.build["refused"] is True and "builds" not in run.build and "hosts" not in run.build
+    assert task_results(run.proc.stdout, RESULT_TASK) == {"h0": "skipping", "h1": "skipping", "h2": "fatal"}
+    assert failed_in_recap(run.proc.stdout) == ["h2"] and not run.launched
     assert not (project / "target").exists()
 
 

@@ -1,6 +1,8 @@
 """flodl.cluster.cargo_prebuild: refusals and the disabled prebuild reach no build host; check mode plans."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from ansible.plugins.action import ActionBase
 
@@ -34,3 +36,23 @@ def test_a_hand_written_call_goes_to_the_module_as_given(case, run, no_module):
     loaded.args = {"workers": [], "project_root": "/p", "cmd": "train"}
     run(loaded)
     assert no_module[0]["module_args"] == loaded.args
+
+
+def test_a_refusal_fails_every_worker_and_not_the_step(case, run, no_processes, no_module):
+    # The step runs once, delegated from the first worker: failing it charged that worker alone.
+    result = run(case("refused"))
+    assert not result.get("failed") and result["refused"] is True, result
+    assert {h: e["status"] for h, e in result["per_host"].items()} == dict.fromkeys(["ctl", "gpu-b", "gpu-c"], "failed")
+    assert "flodl_prebuild_dedupe must be true or false" in result["per_host"]["gpu-b"]["msg"]
+
+
+def test_a_prebuild_that_failed_as_a_whole_fails_every_worker(case, run, no_processes, monkeypatch):
+    # The module failed before any build (no failed host of its own): every worker's report carries it.
+    action = importlib.import_module(f"ansible_collections.flodl.cluster.plugins.action.{ACTION}")
+    monkeypatch.setattr(action.ActionModule, "_build", lambda self, args, tv: {"failed": True, "msg": "a link out"})
+    loaded = case("check_mode")
+    loaded.check_mode = False
+    result = run(loaded)
+    assert result["failed"] is False and result["builds_failed"] is True, result
+    assert {e["status"] for e in result["per_host"].values()} == {"failed"}
+    assert result["per_host"]["gpu-b"]["msg"].startswith("the prebuild failed as a whole: a link out")

@@ -26,8 +26,24 @@ def test_recorded_case(recorded, run, expect, no_ssh):
 
 
 def test_refused_before_contact(case, run, no_processes):
-    assert run(case("refused"))["failed"] is True
+    # Every worker's report fails with the refusal; the step (on one worker) passes, and starts nothing.
+    result = run(case("refused"))
+    assert not result.get("failed") and result["refused"] is True and "command" not in result
+    assert {e["status"] for e in result["per_host"].values()} == {"failed"}
     assert no_processes == []
+
+
+def test_an_earlier_refusal_is_carried_on_and_nothing_is_read(case, run, no_processes):
+    # The launch playbook's validation refused the run (a live run holds its lock): the launch must not start.
+    loaded = case("refused")
+    earlier = {"changed": False, "refused": True, "problems": ["flodl run lock: another run is live"],
+               "failed_hosts": ["ctl"], "msg": "the run lock was not taken; nothing was started: 1 problem(s)",
+               "per_host": {"ctl": {"status": "failed", "msg": "the run lock was not taken: another run is live",
+                                    "data": {}}}}
+    loaded.task_vars = dict(loaded.task_vars, flodl_topology_run=earlier)
+    result = run(loaded)
+    assert not result.get("failed") and result["refused"] is True and result["per_host"] == earlier["per_host"]
+    assert result["msg"].startswith("not started: the run was refused by an earlier step of this play; the run lock")
 
 
 def test_check_mode_hands_the_launcher_the_topology_and_the_envelope(case, run, no_ssh, tmp_path):

@@ -70,9 +70,9 @@ def test_the_env_registered_for_the_launch_is_the_env_measured(measured, workers
     assert any(ls.FULL_CLUSTER_JSON in w and "compact JSON" in w for w in result["launch_warnings"]) is compact
 
 
-def test_an_environment_that_would_not_fit_fails_the_step_and_registers_nothing_to_run(measured):
+def test_an_environment_that_would_not_fit_refuses_the_run_and_registers_nothing_to_run(measured):
     result = _action({"show_plan": False}).run(task_vars=_task_vars(4, 130_000))
-    assert result["failed"] is True and "env" not in result
+    assert result["refused"] is True and "env" not in result and "command" not in result
     assert result["msg"].startswith("the launch environment would not fit; nothing was started")
     assert f"variable {ls.FULL_CLUSTER_JSON} is too long even as compact JSON" in result["msg"]
 

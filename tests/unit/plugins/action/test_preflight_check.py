@@ -23,7 +23,7 @@ def test_recorded_case(recorded, run, expect, no_ssh):
 
 @pytest.mark.parametrize("name", ["refused_one_worker", "refused_run", "check_mode_refused"])
 def test_a_refusal_starts_no_process(case, run, name, no_processes):
-    assert run(case(name))["failed" if name == "refused_run" else "refused"] is True
+    assert run(case(name))["refused"] is True
     assert no_processes == []  # no probe, no ssh, not even a local check
 
 
@@ -59,9 +59,25 @@ def test_each_worker_reports_its_own_refusal(case, run, no_processes):
     assert "refused for the variables of gpu-c" in per_host["gpu-b"]["msg"]
 
 
-def test_a_run_level_problem_fails_the_step_itself(case, run, no_processes):
+def test_a_run_level_problem_fails_every_worker_and_not_the_step(case, run, no_processes):
+    # The step runs on one worker: failing it charged that worker alone, and the play stopped before the others
+    # reported (one host in PLAY RECAP). Every worker's own report fails instead.
     result = run(case("refused_run"))
+    assert not result.get("failed") and result["refused"] is True
+    assert sorted(result["per_host"]) == ["ctl", "gpu-b", "gpu-c"]
+    for found in result["per_host"].values():
+        assert found["status"] == "failed" and "controller: flodl_cmd is required" in found["msg"], found
+        assert found["msg"].startswith("refused before contact (no host was contacted): ")
+
+
+def test_a_run_level_problem_with_no_worker_fails_the_step(case, run, no_processes):
+    # An empty worker group (the gang playbooks' play on localhost): nobody else can carry the failure.
+    loaded = case("refused_run")
+    loaded.task_vars = dict(loaded.task_vars, groups={"all": ["localhost"], "flodl_workers": []},
+                            ansible_play_hosts_all=["localhost"])
+    result = run(loaded)
     assert result["failed"] is True and "per_host" not in result
+    assert "no host was contacted" in result["msg"]
 
 
 @pytest.mark.parametrize("answer,fails", [("true", True), (True, True), ("false", False), ("", False), (None, False)])

@@ -95,12 +95,15 @@ def test_a_live_rank_of_this_project_on_a_worker_fails_that_worker(run_with_laun
     assert sshreuse_io.RESULT_KEY not in result
 
 
-def test_a_launch_host_outside_the_inventory_fails_the_step_by_name(run_with_launch, ssh_log):
+def test_a_launch_host_outside_the_inventory_fails_every_worker_by_name(run_with_launch, ssh_log):
     loaded, _project, run = run_with_launch
     loaded.task_vars["flodl_launch_host"] = "nohost"
     result = run()
-    assert result["failed"] is True
-    assert "controller: flodl_launch_host 'nohost' is not an inventory host" in result["msg"], result["msg"]
+    assert not result.get("failed") and result["refused"] is True, result
+    why = "controller: flodl_launch_host 'nohost' is not an inventory host"
+    assert any(why in p for p in result["problems"]), result["problems"]
+    assert {h: e["status"] for h, e in result["per_host"].items()} == dict.fromkeys(result["per_host"], "failed")
+    assert all(why in e["msg"] for e in result["per_host"].values())
     assert not ssh_log.exists()  # refused before any probe
 
 
@@ -111,7 +114,11 @@ def test_a_live_run_holding_the_lock_here_refuses_before_contact(run_with_launch
     # Another ansible-playbook run of the same project (another holder process), while the first one lives.
     monkeypatch.setattr(os, "getppid", os.getpid)
     result = run()
-    assert result["failed"] is True and "the run lock was not taken; nothing was started" in result["msg"], result
+    assert not result.get("failed") and result["refused"] is True, result
+    assert "the run lock was not taken; nothing was started" in result["msg"], result
+    for found in result["per_host"].values():  # every worker fails in its own report, none in the step's
+        assert found["status"] == "failed" and found["msg"].startswith("the run lock was not taken"), found
+        assert f"another run of project {project} is live" in found["msg"]
     assert len(_probes(ssh_log)) == probes_before  # no worker was probed
 
 

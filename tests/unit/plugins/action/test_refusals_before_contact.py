@@ -108,8 +108,12 @@ def test_the_launch_playbook_refuses_before_contact(name, case, run, monkeypatch
     loaded = _apply(case(BASE), group, worker)
     loaded.args = {"phases": ["launch"], "lock": True}
     result = run(loaded)
-    assert result.get("failed") is True, result
+    # The step passes (it runs on one worker); every worker's report fails with its entry.
+    assert not result.get("failed") and result["refused"] is True, result
     assert expect in _text(result) and "no host was contacted" in result["msg"], result
+    assert "failed" in {e["status"] for e in result["per_host"].values()}
+    if not worker:  # a problem of the run itself fails every worker
+        assert {e["status"] for e in result["per_host"].values()} == {"failed"}, result["per_host"]
     assert no_processes == []
 
 

@@ -29,3 +29,44 @@ def test_a_prepared_launch_that_did_not_pass_or_is_missing_starts_nothing(case, 
     for name in ("prepared_failed", "prepared_missing"):
         assert run(case(name))["failed"] is True
     assert no_processes == []
+
+
+def _prepared_with_workers(case, command: str):
+    loaded = case("runs_prepared")
+    prepared = dict(loaded.task_vars["flodl_launch_env"], command=command, per_host={
+        "ctl": {"status": "ok", "msg": "in the launched run, ranks [0]", "data": {"ranks": [0], "host": "gpu-a"}},
+        "gpu-b": {"status": "ok", "msg": "in the launched run, ranks [1]", "data": {"ranks": [1], "host": "gpu-b"}},
+        "gpu-c": {"status": "ok", "msg": "in the launched run, ranks [2]", "data": {"ranks": [2], "host": "gpu-c"}}})
+    loaded.task_vars = dict(loaded.task_vars, flodl_launch_env=prepared)
+    return loaded
+
+
+def test_a_rank_the_launcher_names_fails_its_worker_and_not_the_step(case, run, no_ssh):
+    # flodl's launcher's own line, on stderr; the launch fails. The step ran on ctl, which is not to blame.
+    command = ("echo 'cluster launcher: host \"gpu-b\" reports rank 1 exited with code 7; feeding elastic "
+               "membership' >&2; exit 7")
+    result = run(_prepared_with_workers(case, command))
+    assert result["failed"] is False and result["launch_failed"] is True and result["rc"] == 7, result
+    assert result["rank_exits"] == [{"host": "gpu-b", "rank": 1, "code": 7}]
+    statuses = {h: e["status"] for h, e in result["per_host"].items()}
+    assert statuses == {"ctl": "ok", "gpu-b": "failed", "gpu-c": "ok"}, result["per_host"]
+    assert "rank 1 exited with code 7" in result["per_host"]["gpu-b"]["msg"]
+    assert result["ansible_stats"]["data"]["flodl_launch"]["failed"] is True
+
+
+def test_a_launch_failure_naming_nobody_fails_every_worker(case, run, no_ssh):
+    result = run(_prepared_with_workers(case, "echo 'bind 0.0.0.0:9000 failed' >&2; exit 1"))
+    assert result["failed"] is False and result["launch_failed"] is True and result["rank_exits"] == []
+    assert {e["status"] for e in result["per_host"].values()} == {"failed"}
+    assert "named no failing host: the launch command exited with code 1" in result["per_host"]["ctl"]["msg"]
+
+
+def test_a_refused_prepared_launch_starts_nothing_and_hands_each_worker_its_entry(case, run, no_processes):
+    loaded = case("runs_prepared")
+    per_host = {"ctl": {"status": "failed", "msg": "refused before contact (no host was contacted): x", "data": {}}}
+    loaded.task_vars = dict(loaded.task_vars, flodl_launch_env={
+        "changed": False, "refused": True, "problems": ["x"], "failed_hosts": ["ctl"], "per_host": per_host,
+        "msg": "refused before contact (no host was contacted): 1 problem(s):\n  x"})
+    result = run(loaded)
+    assert not result.get("failed") and result["refused"] is True and result["per_host"] == per_host
+    assert "rc" not in result and no_processes == []

@@ -69,8 +69,9 @@ def test_plan_fields_give_each_worker_its_ranks_under_its_inventory_name():
                          log_dir="/opt/proj/target/cluster/logs", check=True, guard=None,
                          inventory_names={"gpu-a": "a.example"})
     assert fields["per_host"] == {
-        "a.example": {"status": "ok", "msg": "in the launched run, ranks [0, 1]", "data": {"ranks": [0, 1]}},
-        "gpu-b": {"status": "ok", "msg": "in the launched run, ranks [2]", "data": {"ranks": [2]}},
+        "a.example": {"status": "ok", "msg": "in the launched run, ranks [0, 1]",
+                      "data": {"ranks": [0, 1], "host": "gpu-a"}},
+        "gpu-b": {"status": "ok", "msg": "in the launched run, ranks [2]", "data": {"ranks": [2], "host": "gpu-b"}},
     }
     assert fields["prebuild_envelope"] == {"gpu-b": {"bin": "/b"}} and fields["topology_redacted"] is False
     assert fields["plan"][0] == "flodl launch plan (check mode: nothing runs, nothing is written)"

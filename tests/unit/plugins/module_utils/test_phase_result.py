@@ -10,6 +10,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import 
     prebuild_entries,
     preflight_entries,
     refused_entries,
+    run_failed_entries,
     run_outcome,
     with_prior,
     worker_outcome,
@@ -192,3 +193,13 @@ def test_a_non_worker_play_host_reports_the_failed_builds_first():
     passed = dict(BUILT, per_host={h: e for h, e in BUILT["per_host"].items() if h != "h2"})
     out = with_prior("launch", "prebuild", "localhost", LAUNCHED, passed, worker=False)
     assert not out.get("failed") and out["msg"].startswith("launch for 3 worker(s)")
+
+
+def test_a_run_failed_on_the_controller_after_contact_fails_every_worker():
+    # The controller's own preflight problems: the step ran on h1, which is not to blame; every worker fails.
+    per_host = {"h1": entry("ok", "preflight passed"), "h2": entry("failed", "h2: data path missing"),
+                "h3": entry("unreachable", "ssh: no route")}
+    out = run_failed_entries(per_host, "the controller failed preflight, so the run stops: controller: x")
+    assert {h: e["status"] for h, e in out.items()} == {"h1": "failed", "h2": "failed", "h3": "failed"}
+    assert out["h2"]["msg"] == "h2: data path missing"  # its own failure is kept as it is
+    assert out["h3"]["msg"] == "the controller failed preflight, so the run stops: controller: x (here: ssh: no route)"

@@ -52,6 +52,6 @@ def test_cluster_train_reports_a_build_with_its_launch_and_launches_nothing_afte
         yaml.safe_load((REPO / "roles" / "prebuild" / "tasks" / "main.yml").read_text()))] == ["prebuild"]
     launch = yaml.safe_load((REPO / "roles" / "launch" / "tasks" / "main.yml").read_text())
     assert launch[0]["when"] == "not (flodl_prebuild_run.builds_failed | default(false))"
-    walk_in = "{{ 'flodl_agent_end' if flodl_agent_end is defined and flodl_agent_end is not skipped else 'flodl_launch_env' }}"
+    walk_in = "{{ 'flodl_agent_end' if flodl_agent_end is defined and flodl_agent_end is not skipped else 'flodl_launch_run' }}"
     assert _worker_reports(launch) == [{"phase": "launch", "result_var": walk_in,
                                         "prior_phase": "prebuild", "prior_result_var": "flodl_prebuild_run"}]

@@ -4,7 +4,12 @@ from __future__ import annotations
 import resource
 import time
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import parallel_cap, run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import (
+    parallel_cap,
+    probe_bounds,
+    run_parallel,
+    run_probes,
+)
 
 
 def test_two_hundred_hanging_hosts_cost_one_timeout_not_one_per_round_of_64():
@@ -46,3 +51,36 @@ def test_the_cap_follows_the_open_files_limit():
     assert parallel_cap(3, 1 << 20) == 3
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert soft > 0
+
+
+# --------------------------------------------------------------------------- preflight's probes (run_probes)
+
+
+def test_probes_in_flight_follow_the_controllers_cpus_and_the_deadline_the_rounds():
+    # 128 probes on 2 CPUs: 32 at once, 4 rounds, so 4 timeouts for the sweep; each probe still gets 30 s.
+    assert probe_bounds(128, 30.0, cpus=2, limit=1 << 20, max_parallel=64) == (32, 120.0)
+    # A bigger controller: the operator's cap (the default 64) holds; 32 workers on 2 CPUs: one round.
+    assert probe_bounds(128, 30.0, cpus=16, limit=1 << 20, max_parallel=64) == (64, 60.0)
+    assert probe_bounds(32, 30.0, cpus=2, limit=1 << 20, max_parallel=64) == (32, 30.0)
+    assert probe_bounds(5, 30.0, cpus=1, limit=1 << 20, max_parallel=None) == (5, 30.0)
+    # The open-files limit still caps it.
+    assert probe_bounds(1000, 10.0, cpus=64, limit=1024, max_parallel=None) == (298, 40.0)
+
+
+def test_a_probe_queued_behind_the_cap_gets_its_whole_timeout_from_its_own_start():
+    # Before: one 1.5 s deadline for the sweep, so the second round had ~0.3 s left and failed. Now each
+    # probe gets 1.5 s from its start, in a sweep bounded by 2 rounds.
+    jobs = {f"h{i}": ["sh", "-c", "sleep 1.2; echo ok"] for i in range(4)}
+    start = time.monotonic()
+    results = run_probes(jobs, timeout=1.5, cpus=1, max_parallel=2)
+    assert all(r.ok and r.stdout == "ok\n" for r in results.values()), results
+    assert time.monotonic() - start < 3.0 + 1.0
+
+
+def test_silent_hosts_still_end_in_bounded_time():
+    jobs = {f"h{i}": ["sleep", "30"] for i in range(6)}
+    start = time.monotonic()
+    results = run_probes(jobs, timeout=1.0, cpus=1, max_parallel=3)  # 2 rounds
+    elapsed = time.monotonic() - start
+    assert elapsed < 2.0 + 1.0, elapsed  # the rounds, and one more at most
+    assert {r.error for r in results.values()} == {"no answer within 1s"}
