@@ -25,7 +25,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils.file_modes import (
     tighten_tree,
     with_umask,
 )
-from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, start_group
+from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import GroupWatch, release, start_group
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import BuildStep
 from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_failures import exit_reason, tail_lines, timeout_reason
 from ansible_collections.flodl.cluster.plugins.module_utils.project_dirs import make_dirs_under
@@ -76,6 +76,9 @@ def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeo
     if tool is None:
         raise OSError(errno.ENOENT, "the build host has no `timeout` command (GNU coreutils), which bounds every "
                       "build; install coreutils there")
+    if watch is not None and not watch.alive():
+        # The watcher fired (ansible-playbook is gone) or ended: a build started now would outlive the run.
+        raise OSError(errno.ECANCELED, "the run was stopped (its ansible-playbook is gone); no new build starts")
     started = time.monotonic()
     # Not module.run_command: builds run concurrently in threads, each
     # streaming straight into its own log file rather than into memory.
@@ -83,6 +86,7 @@ def _run_bounded(argv: list[str], cwd: str, env: dict[str, str], log: Any, timeo
                        cwd, env, log)
     if watch is not None:
         watch.add(proc.pid)
+    release(proc)  # only now: a kill before this line leaves no build behind (group_watch's gate)
     try:
         # Backstop only: should `timeout` itself hang, stop waiting for it.
         rc = proc.wait(timeout=timeout + KILL_GRACE_SECONDS + 60)

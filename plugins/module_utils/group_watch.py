@@ -196,6 +196,11 @@ class GroupWatch:
         for argv in argvs:
             self._send("c" + json.dumps([str(a) for a in argv]))
 
+    def alive(self) -> bool:
+        """Whether the watcher still guards: it exits once it has fired (its starter's parent is gone)."""
+        with self._lock:
+            return not self._closed and self.proc.poll() is None
+
     def hold(self) -> None:
         """The starter returns, but its groups live on: the watcher keeps them until they end, or stops them
         (and runs the cleanup) when ``watch_pid`` is gone. A later step that waits for them calls nothing."""
@@ -227,15 +232,32 @@ def group_alive(pgid: int) -> bool:
     return bool(_CHECKS["group_alive"](pgid))
 
 
-def start_group(argv: List[str], cwd: str, env: dict, stdout: Any) -> "subprocess.Popen[bytes]":
-    """``argv`` in a session (so a process group) of its own: stdin closed, stderr into ``stdout``.
+# A gate in front of a group's command: it runs only once its starter says so on stdin, so a starter killed
+# between starting the group and telling its watcher about it leaves nothing running (read sees EOF).
+_GATE = 'read __flodl_go || exit 97; [ "$__flodl_go" = go ] || exit 97; exec "$@" </dev/null'
 
-    Not Ansible's run_command: builds run concurrently in threads, each streaming into its own log.
+
+def start_group(argv: List[str], cwd: str, env: dict, stdout: Any) -> "subprocess.Popen[bytes]":
+    """``argv`` in a session (so a process group) of its own, gated: stdin closed, stderr into ``stdout``.
+
+    The command waits for :func:`release` (after the starter told its watcher the group). Not Ansible's
+    run_command: builds run concurrently in threads, each streaming into its own log.
     """
     return subprocess.Popen(  # pylint: disable=ansible-bad-function
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-        start_new_session=True,
+        ["/bin/sh", "-c", _GATE, "sh", *argv], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=stdout,
+        stderr=subprocess.STDOUT, start_new_session=True,
     )
+
+
+def release(proc: "subprocess.Popen[bytes]") -> None:
+    """Let a gated group's command run (its watcher knows the group by now)."""
+    if proc.stdin is None:
+        return
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+    except OSError:
+        pass  # it is gone already: its exit code says so
 
 
 def start_watch(grace: float, watch_pid: int = 0, cleanup_timeout: float = 30.0) -> Optional[GroupWatch]:

@@ -202,3 +202,36 @@ def test_a_held_watcher_ends_with_its_groups(tmp_path):
     finally:
         playbook.kill()
         playbook.wait()
+
+
+def test_a_gated_group_runs_only_once_released(tmp_path):
+    """Issue 38: a build started, then its starter killed before it told the watcher: nothing may run."""
+    canary = tmp_path / "ran"
+    cut = group_watch.start_group(["touch", str(canary)], str(tmp_path), dict(os.environ), subprocess.DEVNULL)
+    cut.stdin.close()  # the starter died: its end of the gate closes without a word
+    assert cut.wait(timeout=10) == 97 and not canary.exists()
+    ok = group_watch.start_group(["touch", str(canary)], str(tmp_path), dict(os.environ), subprocess.DEVNULL)
+    group_watch.release(ok)
+    assert ok.wait(timeout=10) == 0 and canary.exists()
+    assert os.getpgid(0) != ok.pid  # its own group, as before
+
+
+def test_no_build_starts_once_the_watcher_fired(tmp_path):
+    """Issue 38: after ansible-playbook is gone the watcher stops what it knows and exits; a build the step's
+    threads would start after that is refused instead of running for its whole timeout."""
+    import errno
+
+    import pytest
+
+    from ansible_collections.flodl.cluster.plugins.module_utils import build_process
+
+    playbook = subprocess.Popen(["sleep", "60"])
+    watch = GroupWatch(grace=0.5, watch_pid=playbook.pid)
+    assert watch.alive()
+    playbook.kill()
+    playbook.wait()
+    watch.proc.wait(timeout=10)  # it fired and exited
+    canary = tmp_path / "built"
+    with open(tmp_path / "log", "wb") as log, pytest.raises(OSError) as exc:
+        build_process._run_bounded(["touch", str(canary)], str(tmp_path), dict(os.environ), log, 30, watch)
+    assert exc.value.errno == errno.ECANCELED and not canary.exists()
