@@ -111,6 +111,22 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+LOW_DISK_BYTES = 256 * 1024 * 1024  # below this, a failed build's cause is most likely the full disk
+
+
+def disk_note(path: str) -> str:
+    """A full disk shows up as cargo's or the linker's own error (``Bus error``, a truncated file): say it."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return ""
+    free = stat.f_bavail * stat.f_frsize
+    if free >= LOW_DISK_BYTES:
+        return ""
+    return (f"; the file system holding {path} has only {free // (1024 * 1024)} MiB free, which is most likely why: "
+            "free space there (an old target/ directory, cargo's cache) and build again")
+
+
 def run_step(
     step: BuildStep, extra_env: dict[str, str], native: bool, tail_count: int, timeout: float, project_root: str,
     watch: GroupWatch | None = None,
@@ -147,7 +163,7 @@ def run_step(
         if rc is None:
             error = timeout_reason(timeout)
         elif rc != 0:
-            error = exit_reason(rc)
+            error = exit_reason(rc) + disk_note(target_dir)
         elif not os.path.isfile(step.binary):
             error = f"build exited 0 but did not produce {step.binary}"
         else:

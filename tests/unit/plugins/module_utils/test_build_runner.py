@@ -216,3 +216,22 @@ def test_a_docker_build_that_ignores_the_umask_is_tightened_after(project):
     release = project / "target/cluster/w1/precompiled-cu128/release"
     assert [stat.S_IMODE(os.lstat(p).st_mode) for p in (release, release / "train")] == [0o755, 0o755]
     assert stat.S_IMODE(os.lstat(project / "target/cluster/w2/precompiled-cu128/release/train").st_mode) == 0o755
+
+
+def test_a_build_failing_on_a_full_disk_says_so(tmp_path):
+    """Issue 38: a full build disk showed up only as cargo's `Bus error`; the failure now names the disk."""
+    import subprocess
+
+    from ansible_collections.flodl.cluster.plugins.module_utils.build_process import disk_note
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=False).returncode == 0
+    assert mounted, "the unit tests run as root (a tmpfs stands for the full build disk)"
+    try:
+        (small / "fill").write_bytes(b"\0" * (1024 * 1024 - 8192))
+        note = disk_note(str(small))
+        assert note.startswith(f"; the file system holding {small} has only 0 MiB free") and "free space" in note
+        assert disk_note(str(tmp_path)) == ""  # plenty of room: nothing added
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
