@@ -83,16 +83,18 @@ def mask(value: Any, secrets: Sequence[str]) -> Any:
     order = sorted(range(len(secrets)), key=lambda i: -len(secrets[i]))
     pattern = re.compile("|".join(re.escape(secrets[i]) for i in order if secrets[i]))
     index = {secrets[i]: i for i in order}
+    if not pattern.pattern:
+        return value
+    return _each_string(value, lambda text: pattern.sub(lambda m: _PLACEHOLDER.format(index[m.group(0)]), text))
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, dict):
-            return {walk(k): walk(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [walk(v) for v in item]
-        if isinstance(item, str):
-            return pattern.sub(lambda m: _PLACEHOLDER.format(index[m.group(0)]), item)
-        return item
-    return walk(value) if pattern.pattern else value
+
+def _each_string(value: Any, change: Any) -> Any:
+    """A copy of plain JSON data with ``change`` applied to every string, keys included."""
+    if isinstance(value, dict):
+        return {_each_string(k, change): _each_string(v, change) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_each_string(v, change) for v in value]
+    return change(value) if isinstance(value, str) else value
 
 
 def unmask(value: Any, secrets: Sequence[str]) -> Any:
@@ -103,12 +105,4 @@ def unmask(value: Any, secrets: Sequence[str]) -> Any:
             raise ValueError(f"placeholder {match.group(0)} has no secret")
         return secrets[index]
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, dict):
-            return {walk(k): walk(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [walk(v) for v in item]
-        if isinstance(item, str):
-            return _PLACEHOLDER_RE.sub(fill, item)
-        return item
-    return walk(value)
+    return _each_string(value, lambda text: _PLACEHOLDER_RE.sub(fill, text))
