@@ -48,7 +48,7 @@ def _farm(root: Path, checkout: Path) -> Path:
 def _load(count: int) -> list[subprocess.Popen]:
     """``count`` busy loops at this process's priority, each in a session of its own (stopped by PID)."""
     return [subprocess.Popen(["nice", "-n", "0", "sh", "-c", "while :; do :; done"], start_new_session=True)
-            for _ in range(count)]
+            for _loop in range(count)]
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

@@ -69,7 +69,7 @@ def test_agents_started_by_the_rendered_script_join_the_window_with_the_rendered
             pid = wi.parse_start(started.stdout.decode())
             assert isinstance(pid, int), started
             pids[worker["host"]] = pid
-        out, _ = launcher.communicate(timeout=60)
+        out = launcher.communicate(timeout=60)[0]
         assert launcher.returncode == 7, out
         assert 'host "h2" reports rank ' in out and "exited with code 7" in out
         assert "target ranks reached: 3 rank(s)" in out
@@ -143,8 +143,8 @@ def test_cluster_train_walk_in_runs_every_rank_and_charges_the_failing_worker(
     assert "failing on purpose: host=h2 code=3" in proc.stdout  # its agent's last lines, in h2's own result
 
 
-def test_a_killed_walk_in_job_leaves_nothing_on_the_workers_or_here(installed_collection, cluster3, netns_shared_dir,
-                                                                   tmp_path):
+def test_a_killed_walk_in_job_leaves_nothing_on_the_workers_or_here(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
     """SIGKILL of the job's whole process tree once every rank is up (an AWX pod deleted): the held watcher
     stops the launcher, every agent's window closes and its ranks stop: nothing of the run within 35 s."""
     import signal
@@ -196,8 +196,8 @@ def _launchers(project) -> list[int]:
     return found
 
 
-def test_walk_in_honours_become_and_a_local_worker(installed_collection, netns_cluster_factory, netns_shared_dir,
-                                                  tmp_path):
+def test_walk_in_honours_become_and_a_local_worker(
+        installed_collection, netns_cluster_factory, netns_shared_dir, tmp_path):
     """What only Ansible's connection gives: h2's agent runs as `nobody` through become (su), and the
     controller's own worker `ctl` is started over the `local` connection. In fanout the same h2 is refused
     before contact, naming walk_in as the way."""

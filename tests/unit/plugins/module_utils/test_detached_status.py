@@ -172,7 +172,6 @@ def test_only_a_plain_code_is_read(text, rc):
     assert dt.parse_exit(f"__FLODL_ALIVE__=0\n{dt.EXIT_MARK}={text}\nlog line\n") == rc
 
 
-
 @pytest.mark.parametrize("given, var, artifact, want", [
     (RID, None, None, (RID, None)),
     (None, RID, {"run_id": "f" * 16}, (RID, None)),

@@ -83,7 +83,7 @@ def test_the_start_script_gives_the_program_a_clean_environment_and_records_its_
                                                                                "FLODL_INTERNAL_FULL_CLUSTER_JSON": "x"})
     pid = wi.parse_start(started.stdout.decode())
     assert isinstance(pid, int) and pid > 1
-    for _ in range(100):
+    for _attempt in range(100):
         if (tmp_path / "agent.log.exit").exists():
             break
         subprocess.run(["sleep", "0.05"], check=True)
