@@ -10,6 +10,8 @@ play without a launch (the preflight playbook) does not compile the launch side 
 """
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +53,12 @@ class LaunchFollows:
         too_big = launch_precheck.size_problems(self._action, self._task_vars, self._ctx, self._phases)
         if too_big:
             return too_big, INVALID_CONFIG
+        if self.remote is None and not os.path.isdir(self._ctx.project_dir):
+            # The launch runs in it (a launcher in an execution-environment container sees only what is mounted).
+            return [f"controller: the project directory {self._ctx.project_dir} does not exist on this machine, where "
+                    "the launch runs (flodl_launch_host is this machine); mount it here (ansible-navigator: "
+                    "--execution-environment-volume-mount, AWX: the job's volume), or set flodl_launch_host to the "
+                    "machine that has it"], INVALID_CONFIG
         if self.locking and self.remote is None:
             _taken, refusal = lock_for_action(self._action, self._task_vars, self._ctx.project_dir)
             if refusal:

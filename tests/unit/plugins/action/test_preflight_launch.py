@@ -107,6 +107,20 @@ def test_a_launch_host_outside_the_inventory_fails_every_worker_by_name(run_with
     assert not ssh_log.exists()  # refused before any probe
 
 
+def test_a_project_missing_where_the_launch_runs_is_refused_before_contact(run_with_launch, ssh_log, tmp_path):
+    """Issue 38: with the launch in an execution-environment container the project was not mounted there;
+    preflight passed and the launch failed with rc 127. Now refused before any probe, naming the fix."""
+    loaded, _project, run = run_with_launch
+    missing = tmp_path / "not-mounted"
+    loaded.task_vars["flodl_project_dir"] = str(missing)
+    result = run()
+    assert result["refused"] is True, result
+    why = f"controller: the project directory {missing} does not exist on this machine, where the launch runs"
+    assert any(why in p for p in result["problems"]), result["problems"]
+    assert all(why in e["msg"] for e in result["per_host"].values())
+    assert not ssh_log.exists() and not missing.exists()  # nothing probed, nothing created
+
+
 def test_a_live_run_holding_the_lock_here_refuses_before_contact(run_with_launch, ssh_log, monkeypatch):
     _loaded, project, run = run_with_launch
     assert not run().get("failed")
