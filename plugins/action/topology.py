@@ -13,6 +13,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_
 from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
 from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
 from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
 from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
 
@@ -30,6 +31,16 @@ class ActionModule(ActionBase):
 
     @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
+        result = self._validate(tmp, task_vars)
+        here = str((task_vars or {}).get("inventory_hostname", ""))
+        workers = ((task_vars or {}).get("groups") or {}).get(WORKERS_GROUP) or []
+        if result.get("refused") and here not in workers:
+            # On a host that is not a worker (a runbook validating on localhost) no worker report follows that
+            # could carry the refusal: this task fails, which charges no worker.
+            result["failed"] = True
+        return result
+
+    def _validate(self, tmp, task_vars):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(**TOPOLOGY)
         task_vars = task_vars or {}

@@ -19,7 +19,8 @@ description:
   - A refused run (its variables, the launch environment's size, the run lock) does not fail this run-once task,
     which ran on one worker only. It returns RV(refused) with a C(per_host) entry per worker of the play, failed
     with that worker's own problems and those of the run; the launch role's steps carry the refusal on without
-    starting anything, and each worker's report fails with its entry. With no worker in the play, the task fails.
+    starting anything, and each worker's report fails with its entry. On a host that is not a worker (a runbook
+    validating on C(localhost)), or with no worker in the play, the task fails.
   - Runs on the controller only and contacts no host.
 options:
   phases:
