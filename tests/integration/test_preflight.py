@@ -445,10 +445,12 @@ def test_missing_declared_controller_data_path_is_an_error(
     inv = _inventory(cluster3, tmp_path, paths, group={"flodl_controller_data_path": str(gone)})
     proc = _play(installed_collection, inv)
     assert proc.returncode != 0
-    # The controller is not a worker: its problem fails the run-once step itself, before any worker reports.
+    # The controller is not a worker: its problem stops the run, and every worker's own report says so (issue 38:
+    # failing the run-once step charged the one worker it ran on, and the others were missing from PLAY RECAP).
     fails = _failures(proc.stdout)
-    assert len(fails) == 1, fails
-    lines = str(fails[0]["msg"]).splitlines()
-    assert "failed on 1 host(s)" in lines[0]
-    assert str(gone) in lines[1] and "declared data path" in lines[1]
-    assert "Result of this worker" not in proc.stdout
+    assert len(fails) == 3, fails
+    for found in fails:
+        msg = str(found["msg"])
+        assert msg.startswith("the controller failed preflight, so the run stops: ")
+        assert str(gone) in msg and "declared data path" in msg
+    assert "Result of this worker" in proc.stdout
