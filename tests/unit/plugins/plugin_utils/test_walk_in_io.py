@@ -32,7 +32,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _args(tmp_path, code: int, hold: float = 0.3, command: str | None = None) -> tuple[dict, dict]:
+def _args(tmp_path, code: int, hold: float = 2.0, command: str | None = None) -> tuple[dict, dict]:
+    # hold: how long the launcher keeps its window open; long enough for a loaded machine to see it.
     port = _port()
     (tmp_path / "launcher.py").write_text(LAUNCHER)
     cmd = command or f"{sys.executable} launcher.py {port} {code} {hold}"
