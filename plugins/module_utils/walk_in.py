@@ -231,7 +231,8 @@ def plan(env: Mapping[str, str], topology: Mapping[str, Any], envelope: Mapping[
         agents[names.get(host, host)] = {"host": host, "cwd": launch.cwd, "binary": launch.binary, "env": launch.env,
                                          "devices": list(agent_spec(worker, window["controller"], token)["local_devices"])}
     bound = (launch_timeout if launch_timeout > 0 else 0.0)
-    walk_in = {"run_id": run_id, "port": int(window["controller"]["port"]), "open_timeout": WINDOW_OPEN_SECONDS,
+    walk_in = {"run_id": run_id, "host": str(window["controller"]["host"]), "port": int(window["controller"]["port"]),
+               "open_timeout": WINDOW_OPEN_SECONDS,
                "join_timeout": join_timeout, "agents": agents,
                # Each agent is killed at this bound whatever happens (0: the launch has none, nor does it).
                "agent_timeout": int(bound + join_timeout + WINDOW_OPEN_SECONDS) if bound else 0}

@@ -10,6 +10,7 @@ every agent (their window closes), when ansible-playbook is gone; a normal end n
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import time
@@ -27,9 +28,13 @@ POLL_SECONDS = 0.1
 TAIL = 30
 
 
-def listening(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> bool:
-    """Whether a socket of this network namespace listens on ``port`` (no connection is made to find out)."""
-    want = f"{int(port):04X}"
+def listening(port: int, host: str | None = None,
+              tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> bool:
+    """Whether a socket of this network namespace listens on ``host:port``, or on ``port`` of every address (no
+    connection is made to find out). Another launcher's window on the same port at another address (a second
+    cluster on this machine) is not this one's."""
+    want_port = f"{int(port):04X}"
+    wanted = _table_addresses(host)
     for table in tables:
         try:
             with open(table, encoding="ascii") as fh:
@@ -38,13 +43,29 @@ def listening(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/
             continue
         for row in rows:
             fields = row.split()
-            if len(fields) > 3 and fields[3] == "0A" and fields[1].rsplit(":", 1)[-1] == want:
+            if len(fields) <= 3 or fields[3] != "0A":
+                continue
+            address, _sep, found_port = fields[1].rpartition(":")
+            if found_port == want_port and (wanted is None or address.upper() in wanted):
                 return True
     return False
 
 
+def _table_addresses(host: str | None) -> set[str] | None:
+    """How /proc/net/tcp* spells ``host`` and the any-address (None: any address matches)."""
+    try:
+        addr = ipaddress.ip_address(str(host))
+    except ValueError:
+        return None  # a name: the window's own bind is not knowable from here
+    packed = addr.packed
+    if addr.version == 4:  # one little-endian 32-bit word
+        return {packed[::-1].hex().upper(), "00000000"}
+    words = "".join(packed[i:i + 4][::-1].hex() for i in range(0, 16, 4)).upper()
+    return {words, "0" * 32}
+
+
 def open_window(args: Mapping[str, Any], window: Mapping[str, Any], log_dir: str, watch_pid: int,
-                opened: Callable[[int], bool] = listening) -> tuple[dict[str, Any], str | None]:
+                opened: Callable[[int, str | None], bool] = listening) -> tuple[dict[str, Any], str | None]:
     """Start the launcher detached here and wait for its join window; (what a later step follows, or why not).
 
     ``window``: ``port`` and ``open_timeout`` from the prepared launch. Nothing is left running on a failure.
@@ -70,7 +91,7 @@ def open_window(args: Mapping[str, Any], window: Mapping[str, Any], log_dir: str
     started = {"pid": pid, "log": log, "run_id": run_id, "port": int(window["port"]),
                "proc_start": dt.parse_start(proc.stdout.decode("utf-8", "replace"))}
     deadline = time.monotonic() + float(window["open_timeout"])
-    while not opened(int(window["port"])):
+    while not opened(int(window["port"]), window.get("host")):
         if os.path.exists(dt.exit_file(log)) or not group_alive(pid) or time.monotonic() >= deadline:
             stop(pid, float(args["grace_seconds"]))
             if watch is not None:

@@ -297,8 +297,9 @@ def test_cancel_mid_launch_leaves_nothing_running(ctx):
     assert r.status == "canceled", r.status
     print(f"cancel after {canceled_at[0] - started:.1f}s; runner returned "
           f"{time.monotonic() - canceled_at[0]:.1f}s after the cancel")
-    # +1 s: the polling and the ssh round trips of the check itself.
-    deadline = canceled_at[0] + GRACE + 1.0
+    # +3 s: the polling and the ssh round trips of the check itself, and the orphan cleanup's ssh, on a 2-CPU
+    # machine running the rest of the suite beside it (6.2 s seen there against 2.0 s alone).
+    deadline = canceled_at[0] + GRACE + 3.0
     left = _leftovers(cluster, project)
     gone_at: dict[str, float] = {}
     try:
@@ -317,7 +318,7 @@ def test_cancel_mid_launch_leaves_nothing_running(ctx):
         for log in project.glob("target/cluster/logs/launch-*.log"):
             print(f"--- {log}\n{log.read_text()[-3000:]}")
         for kind in ("rank", "launcher"):
-            assert gone_at.get(kind, 1e9) <= GRACE + 1.0, (kind, gone_at, left)
+            assert gone_at.get(kind, 1e9) <= GRACE + 3.0, (kind, gone_at, left)
         assert "wrapper" in gone_at, left
     finally:
         # Whatever the verdict, stop what this run left (the teardown playbook, as docs/awx.md §9 says).

@@ -40,7 +40,7 @@ def _args(tmp_path, code: int, hold: float = 2.0, command: str | None = None) ->
     args = {"command": cmd, "chdir": str(tmp_path), "env": {"FLODL_X": "1"}, "shell": "/bin/sh",
             "grace_seconds": 1.0, "timeout": 0.0, "output_batch_seconds": 0.0, "launch_host": "localhost",
             "prepared_var": "flodl_launch_env", "window_var": "flodl_launch_window"}
-    window = {"run_id": "0123456789abcdef", "port": port, "open_timeout": 10.0, "join_timeout": 30.0,
+    window = {"run_id": "0123456789abcdef", "host": "127.0.0.1", "port": port, "open_timeout": 10.0, "join_timeout": 30.0,
               "agents": {"h1": {"host": "h1"}, "h2": {"host": "h2"}}}
     return args, window
 
@@ -50,9 +50,25 @@ def test_listening_reads_the_kernels_table_without_connecting(tmp_path):
     table.write_text("  sl  local_address rem_address   st\n"
                      "   0: 0100007F:0539 00000000:0000 0A 00000000:00000000\n"
                      "   1: 0100007F:0016 0100007F:A000 01 00000000:00000000\n")
-    assert walk_in_io.listening(1337, (str(table),)) is True
-    assert walk_in_io.listening(22, (str(table),)) is False  # established, not listening
-    assert walk_in_io.listening(1337, (str(tmp_path / "missing"),)) is False
+    assert walk_in_io.listening(1337, None, (str(table),)) is True
+    assert walk_in_io.listening(22, None, (str(table),)) is False  # established, not listening
+    assert walk_in_io.listening(1337, None, (str(tmp_path / "missing"),)) is False
+
+
+def test_another_windows_address_on_the_same_port_is_not_this_one(tmp_path):
+    """Two clusters on one machine: each launcher binds its own controller address on the same port."""
+    table = tmp_path / "tcp"
+    table.write_text("  sl  local_address rem_address   st\n"
+                     "   0: 016BA8C0:0539 00000000:0000 0A 00000000:00000000\n")  # 192.168.107.1:1337
+    assert walk_in_io.listening(1337, "192.168.107.1", (str(table),)) is True
+    assert walk_in_io.listening(1337, "192.168.108.1", (str(table),)) is False
+    anywhere = tmp_path / "tcp-any"
+    anywhere.write_text("  sl  local_address rem_address   st\n   0: 00000000:0539 00000000:0000 0A 0:0\n")
+    assert walk_in_io.listening(1337, "192.168.108.1", (str(anywhere),)) is True
+    six = tmp_path / "tcp6"
+    six.write_text("  sl  local_address rem_address   st\n"
+                   "   0: 00000000000000000000000001000000:0539 00000000000000000000000000000000:0000 0A 0:0\n")
+    assert walk_in_io.listening(1337, "::1", (str(six),)) is True
 
 
 def test_the_window_opens_then_the_launcher_is_followed_to_its_end_and_read_per_host(tmp_path):
