@@ -86,11 +86,11 @@ def inventory(cluster: Cluster, project: Path, path: Path, **extra) -> Path:
 
 def raw_script(cluster: Cluster, project: Path, launch_env: dict[str, str], work: Path) -> Path:
     """probe sweep; no-op cargo build per variant, in parallel; the launcher (fdl-cli's pipeline)."""
-    from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf
-    from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
-    from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote as q
-    from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
-    from ansible_collections.flodl.cluster.plugins.module_utils.topology import effective_data_path
+    from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf
+    from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild import plan_prebuild
+    from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote as q
+    from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
+    from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
 
     out = work / "raw-out"
     out.mkdir(exist_ok=True)

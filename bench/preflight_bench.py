@@ -82,10 +82,10 @@ def _inventory(cluster: Cluster, shared: Path, path: Path) -> Path:
 
 def _baseline_script(cluster: Cluster, shared: Path, path: Path) -> Path:
     """One ``ssh ... &`` line per host with the plugin's own argv and probe, then ``wait``."""
-    from ansible_collections.flodl.cluster.plugins.module_utils import preflight_probe as pf
-    from ansible_collections.flodl.cluster.plugins.module_utils.shell import posix_quote
-    from ansible_collections.flodl.cluster.plugins.module_utils.ssh import probe_argv
-    from ansible_collections.flodl.cluster.plugins.module_utils.sshargs import connection_from_vars, derive_worker_ssh
+    from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf
+    from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
+    from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
+    from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshargs import connection_from_vars, derive_worker_ssh
 
     def derive_ssh(name, hostvars):
         return derive_worker_ssh(name, connection_from_vars(hostvars)).ssh

@@ -13,16 +13,16 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
-from ansible_collections.flodl.cluster.plugins.module_utils.build_runner import ARGUMENT_SPEC, DEFAULT_BUILD_TIMEOUT, build
-from ansible_collections.flodl.cluster.plugins.module_utils.fold import folded_summary
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry, prebuild_entries, run_failed_entries
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, plain, read_run, var, walks_in
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
-from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.module_utils._run import job_artifacts
+from ansible_collections.flodl.cluster.plugins.module_utils._prebuild.build_runner import ARGUMENT_SPEC, DEFAULT_BUILD_TIMEOUT, build
+from ansible_collections.flodl.cluster.plugins.module_utils._core.fold import folded_summary
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry, prebuild_entries, run_failed_entries
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import as_bool, plain, read_run, var, walks_in
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import refuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 MODULE = "flodl.cluster.cargo_prebuild"
 
@@ -43,7 +43,7 @@ class ActionModule(ActionBase):
                                                task_vars=task_vars or {}))
             return result
         result = self._prebuild(tmp, task_vars)
-        if not result.get("failed") and not result.get("skipped"):  # the job artifact (module_utils.job_artifacts)
+        if not result.get("failed") and not result.get("skipped"):  # the job artifact (module_utils._run.job_artifacts)
             result["ansible_stats"] = job_artifacts.prebuild(result)
         return result
 
@@ -55,7 +55,7 @@ class ActionModule(ActionBase):
             # The build reaches no worker: their connections are the preflight's and the launch's business.
             # Honours become: the build runs as Ansible's module on the build host.
             ctx = read_run(self, task_vars, ["prebuild"], connections=False, become_ok=True)
-        except TopologyError as exc:  # every worker's report fails with it (plugin_utils.run_refusal)
+        except TopologyError as exc:  # every worker's report fails with it (plugin_utils._run.run_refusal)
             return refuse(result, task_vars, exc.problems, exc.per_host)
         dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))
         dedupe = as_bool(dedupe_raw)

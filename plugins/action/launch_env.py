@@ -10,36 +10,38 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import LAUNCH_ENV, without_blanks
-from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
-from ansible_collections.flodl.cluster.plugins.module_utils import launch_env as le
-from ansible_collections.flodl.cluster.plugins.module_utils import name_resolution as nr
-from ansible_collections.flodl.cluster.plugins.module_utils import walk_in as wi
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_size import render_checked
-from ansible_collections.flodl.cluster.plugins.module_utils.lookups import start_lookups
-from ansible_collections.flodl.cluster.plugins.module_utils.identity import controller_user
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import plan_fields
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED
-from ansible_collections.flodl.cluster.plugins.module_utils.safety import default_arg_max
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, run_handoff, sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import INVALID_CONFIG, as_bool, is_local_host, read_run, var
-from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_host import launch_host_facts
-from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import launch_docker, launch_ssh
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import effective_user
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import carried, refuse, refused_earlier
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import LAUNCH_ENV, without_blanks
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster import name_resolution as nr
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_size import render_checked
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.lookups import start_lookups
+from ansible_collections.flodl.cluster.plugins.module_utils._run.identity import controller_user
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_text import plan_fields
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import REFUSED
+from ansible_collections.flodl.cluster.plugins.module_utils._core.safety import default_arg_max
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, as_bool, is_local_host, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import launch_host_facts
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_docker, launch_ssh
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import effective_user
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import carried, refuse, refused_earlier
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 display = vault_values.RedactingDisplay(Display())
-# What run_launcher runs from this result (module_utils.prepared_launch): registered whole, so the launcher gets
-# the real values; when one holds a vaulted value the result is no_log (plugin_utils.vault_values.withheld).
+# What run_launcher runs from this result (module_utils._launch.prepared_launch): registered whole, so the launcher gets
+# the real values; when one holds a vaulted value the result is no_log (plugin_utils._run.vault_values.withheld).
 PREPARED = ("command", "cwd", "env", "log_dir", "ssh_control_dir")
 
 
 class _Refused(Exception):
-    """The run cannot be launched: every worker's report fails with these problems (plugin_utils.run_refusal)."""
+    """The run cannot be launched: every worker's report fails with these problems (plugin_utils._run.run_refusal)."""
 
     def __init__(self, problems: list[str], why: str = INVALID_CONFIG, per_worker: dict | None = None):
         super().__init__(why)

@@ -9,17 +9,17 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import LAUNCH_STATUS
-from ansible_collections.flodl.cluster.plugins.module_utils import detached as dt
-from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
-from ansible_collections.flodl.cluster.plugins.module_utils.ssh import launcher_argv
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
-from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import find_run, host_problem, run_on
-from ansible_collections.flodl.cluster.plugins.plugin_utils.processes import run_parallel
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_handoff import fields as model_fields
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import LAUNCH_STATUS
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import detached as dt
+from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import launcher_argv
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.detached_io import find_run, host_problem, run_on
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_handoff import fields as model_fields
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 display = vault_values.RedactingDisplay(Display())
 POLL_SECONDS = 5.0

@@ -7,14 +7,15 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import ORPHAN_CLEANUP
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import entry
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import fail_result, read_run
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
-from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import stop_detached
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import ORPHAN_CLEANUP
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io, orphans
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import fail_result, read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.detached_io import stop_detached
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 display = vault_values.RedactingDisplay(Display())
 

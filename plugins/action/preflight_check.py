@@ -7,18 +7,18 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import PREFLIGHT_CHECK
-from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
-from ansible_collections.flodl.cluster.plugins.module_utils import preflight_report as pf_report
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import REFUSED, preflight_entries, run_failed_entries
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import preflight_sweep as sweep
-from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import as_bool, read_run, var
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import INVALID_CONFIG
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import PREFLIGHT_CHECK
+from ansible_collections.flodl.cluster.plugins.module_utils._run import job_artifacts
+from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_report as pf_report
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import REFUSED, preflight_entries, run_failed_entries
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._preflight import preflight_sweep as sweep
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import as_bool, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import refuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import INVALID_CONFIG
 
 display = vault_values.RedactingDisplay(Display())
 
@@ -33,7 +33,7 @@ class ActionModule(ActionBase):
     @vault_values.withholding()
     def run(self, tmp=None, task_vars=None):
         result = self._check(tmp, task_vars)
-        if not result.get("failed"):  # the job artifact, without a set_stats task (module_utils.job_artifacts)
+        if not result.get("failed"):  # the job artifact, without a set_stats task (module_utils._run.job_artifacts)
             result["ansible_stats"] = job_artifacts.preflight(result)
         return result
 
@@ -49,7 +49,7 @@ class ActionModule(ActionBase):
         follow = None
         if "launch" in phases:
             # Only a run with a launch imports the launch side: ansible-playbook compiles whatever a step imports.
-            from ansible_collections.flodl.cluster.plugins.plugin_utils.preflight_launch import LaunchFollows
+            from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.preflight_launch import LaunchFollows
 
             # The launch environment this run renders, measured before any host (or build) is touched; the
             # run lock: one run of a project at a time, until ansible-playbook exits.
@@ -59,13 +59,13 @@ class ActionModule(ActionBase):
                 why = REFUSED if headline == INVALID_CONFIG else headline
                 return self._refused(result, task_vars, problems, {}, why)
 
-        # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils.parent_watch).
+        # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils._proc.parent_watch).
         with exit_with_parent():
             build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
             problems = follow.start() if follow is not None else []
             if problems:
                 return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
-            # Checked with the run (module_utils.knobs): true, false, or unset/blank (false).
+            # Checked with the run (module_utils._run.knobs): true, false, or unset/blank (false).
             require_all = as_bool(var(task_vars, self._templar, "flodl_preflight_require_all")) is True
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                                 timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
     def _refused(self, result, task_vars, problems: list[str], per_worker: dict[str, list[str]],
                  why: str = REFUSED):
         """The run refused before contact: each worker reports its own problems, and those of the run itself
-        (plugin_utils.run_refusal); the step passes, unless the play has no worker to report them."""
+        (plugin_utils._run.run_refusal); the step passes, unless the play has no worker to report them."""
         # Not "flodl preflight ...": that heads the report of a sweep, and none ran.
         display.display(f"flodl run: {why}\n" + "\n".join(f"  {p}" for p in problems))
         result = refuse(result, task_vars, problems, per_worker, why)

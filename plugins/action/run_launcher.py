@@ -12,25 +12,26 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import RUN_LAUNCHER, without_blanks
-from ansible_collections.flodl.cluster.plugins.module_utils import job_artifacts
-from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_watch
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_outcome import RankExits, reported
-from ansible_collections.flodl.cluster.plugins.module_utils.launch_text import outcome_fields
-from ansible_collections.flodl.cluster.plugins.module_utils.prepared_launch import prepared_args
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_io, orphans, sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import is_local_host
-from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_target import remote_launch_argv
-from ansible_collections.flodl.cluster.plugins.plugin_utils.launcher_process import (
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import RUN_LAUNCHER, without_blanks
+from ansible_collections.flodl.cluster.plugins.module_utils._run import job_artifacts
+from ansible_collections.flodl.cluster.plugins.module_utils._core.group_watch import start_watch
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_outcome import RankExits, reported
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_text import outcome_fields
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.prepared_launch import prepared_args
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io, orphans
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import is_local_host
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import remote_launch_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.launcher_process import (
     hand_back_signal,
     run_streamed,
     signal_name,
 )
-from ansible_collections.flodl.cluster.plugins.plugin_utils.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import carried
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import carried
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 display = vault_values.RedactingDisplay(Display())
 ORPHAN_CLEANUP_TIMEOUT = 30.0
@@ -62,7 +63,7 @@ class ActionModule(ActionBase):
             if isinstance(prepared, Mapping):  # launch_env names the run's vaulted values: withheld from the output
                 vault_values.add_ciphertexts(prepared.get(vault_values.CIPHERTEXTS_KEY))
             args, refused = prepared_args(args, args["prepared_var"], prepared)
-            # Each worker's launch entry (module_utils.launch_outcome): the workers, not this step, carry a failure.
+            # Each worker's launch entry (module_utils._launch.launch_outcome): the workers, not this step, carry a failure.
             planned = prepared.get("per_host") if isinstance(prepared, Mapping) else None
         else:
             refused = None
@@ -80,7 +81,7 @@ class ActionModule(ActionBase):
         sshreuse_io.close_masters_beside(args["ssh_control_dir"])
         if isinstance(planned, Mapping) and planned and not args["walk_in_stage"]:  # walk-in: each agent's collect
             result = reported(result, planned)
-        if not result.get("failed") and not self._task.check_mode:  # the job artifact (module_utils.job_artifacts)
+        if not result.get("failed") and not self._task.check_mode:  # the job artifact (module_utils._run.job_artifacts)
             result["ansible_stats"] = job_artifacts.launch(args["command"], result)
         return result
 
@@ -96,11 +97,11 @@ class ActionModule(ActionBase):
             return result
         if args["walk_in_stage"]:
             # Imported here: a fan-out never loads the walk-in side.
-            from ansible_collections.flodl.cluster.plugins.plugin_utils.walk_in_steps import run_stage
+            from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.walk_in_steps import run_stage
             return run_stage(self, task_vars, result, args, log_dir, display)
         if args["detach"]:
             # Imported here: ansible-playbook loads this file before every launch, and most launches run attached.
-            from ansible_collections.flodl.cluster.plugins.plugin_utils.detached_io import start_detached
+            from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.detached_io import start_detached
             return start_detached(self, task_vars, result, args, log_dir)
         remote = None if is_local_host(args["launch_host"], task_vars, self._templar) else args["launch_host"]
         if remote is None and not os.path.isdir(chdir):
@@ -124,7 +125,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"cannot create the launch log under {log_dir}: {exc}")
             return result
         # Started before the command, in a session of its own: stops the command's group and cleans the
-        # workers even if this process dies with all of Ansible's (module_utils.group_watch).
+        # workers even if this process dies with all of Ansible's (module_utils._core.group_watch).
         watch = start_watch(float(args["grace_seconds"]), os.getppid(), ORPHAN_CLEANUP_TIMEOUT)
         if watch is not None:
             watch.cleanup(orphans.watcher_cleanup_argvs(self, task_vars))
@@ -133,7 +134,7 @@ class ActionModule(ActionBase):
             log.write(f"# flodl launch {stamp}: {command}\n# cwd {chdir}\n".encode())
             where = f" on {remote}" if remote else ""
             display.display(f"flodl launch: running `{command}`{where} in {result['cwd']} (log: {log.path})")
-            # ansible-playbook killed outright: this worker ends, and the watcher cleans up (plugin_utils.parent_watch).
+            # ansible-playbook killed outright: this worker ends, and the watcher cleans up (plugin_utils._proc.parent_watch).
             with exit_with_parent():
                 outcome = run_streamed(argv, chdir, env, log, display.display, float(args["grace_seconds"]),
                                        stdin_data, float(args["timeout"]) or None,

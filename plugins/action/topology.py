@@ -6,22 +6,22 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import TOPOLOGY
-from ansible_collections.flodl.cluster.plugins.module_utils.cluster_json import ordered_cluster
-from ansible_collections.flodl.cluster.plugins.module_utils.topology import TopologyError, redacted_topology
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_run
-from ansible_collections.flodl.cluster.plugins.plugin_utils import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils.launch_precheck import size_problems
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_refusal import refuse
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
-from ansible_collections.flodl.cluster.plugins.plugin_utils.runlock_io import lock_for_action
-from ansible_collections.flodl.cluster.plugins.plugin_utils import vault_values
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import TOPOLOGY
+from ansible_collections.flodl.cluster.plugins.module_utils._launch.cluster_json import ordered_cluster
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError, redacted_topology
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.launch_precheck import size_problems
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import refuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import WORKERS_GROUP
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.runlock_io import lock_for_action
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 
 
 class ActionModule(ActionBase):
-    """Thin wrapper: all rules live in module_utils.topology and plugin_utils.context.
+    """Thin wrapper: all rules live in module_utils._cluster.topology and plugin_utils._run.context.
 
-    A refused run passes this step with ``refused`` and every worker's entry failed (plugin_utils.run_refusal);
+    A refused run passes this step with ``refused`` and every worker's entry failed (plugin_utils._run.run_refusal);
     the launch carries that refusal on, and each worker's report fails with it.
     """
 

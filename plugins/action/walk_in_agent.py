@@ -10,10 +10,10 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils import walk_in as wi
-from ansible_collections.flodl.cluster.plugins.module_utils import walk_in_verdict as wv
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WALK_IN_AGENT
-from ansible_collections.flodl.cluster.plugins.plugin_utils.task_vars import registered
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import WALK_IN_AGENT
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered
 
 
 class ActionModule(ActionBase):

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.flodl.cluster.plugins.module_utils.action_specs import WORKER_RESULT
-from ansible_collections.flodl.cluster.plugins.module_utils.phase_result import run_outcome, with_prior, worker_outcome, worker_part
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import WORKER_RESULT
+from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import run_outcome, with_prior, worker_outcome, worker_part
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import WORKERS_GROUP
 
 
 class ActionModule(ActionBase):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import HexDecodeError, hex_decode
+from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import HexDecodeError, hex_decode
 
 
 def hex_to_text(value):

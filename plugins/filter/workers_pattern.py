@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils.run_rules import WORKERS_GROUP
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import WORKERS_GROUP
 
 STEP_PLUGINS = ("topology", "preflight_check", "cargo_prebuild", "launch_env", "run_launcher", "orphan_cleanup",
                 "worker_result", "launch_status")

@@ -100,11 +100,11 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.flodl.cluster.plugins.module_utils.fdl_config import DEFAULT_ENV
-from ansible_collections.flodl.cluster.plugins.module_utils.fdl_error import FdlConfigError
-from ansible_collections.flodl.cluster.plugins.module_utils.fdl_inventory import build_inventory
+from ansible_collections.flodl.cluster.plugins.module_utils._core.constants import WORKERS_GROUP
+from ansible_collections.flodl.cluster.plugins.module_utils._fdl.fdl_config import DEFAULT_ENV
+from ansible_collections.flodl.cluster.plugins.module_utils._fdl.fdl_error import FdlConfigError
+from ansible_collections.flodl.cluster.plugins.module_utils._fdl.fdl_inventory import build_inventory
 
-WORKERS_GROUP = "flodl_workers"
 SOURCE_SUFFIXES = (".fdl_cluster.yml", ".fdl_cluster.yaml")
 
 

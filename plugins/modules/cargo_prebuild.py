@@ -304,8 +304,8 @@ import signal
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.flodl.cluster.plugins.module_utils.build_runner import ARGUMENT_SPEC, build
-from ansible_collections.flodl.cluster.plugins.module_utils.group_watch import start_channel_watch
+from ansible_collections.flodl.cluster.plugins.module_utils._prebuild.build_runner import ARGUMENT_SPEC, build
+from ansible_collections.flodl.cluster.plugins.module_utils._core.group_watch import start_channel_watch
 
 
 def main() -> None:

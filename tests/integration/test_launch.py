@@ -543,7 +543,7 @@ def test_compose_overlay_is_accepted_by_docker_compose(tmp_path):
     need(shutil.which("docker") is not None, "docker CLI (compose v2) not installed")
     probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, check=False)
     need(probe.returncode == 0, "docker compose v2 plugin not installed")
-    from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
+    from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 
     (tmp_path / "docker-compose.yml").write_text(
         "services:\n" + "".join(f"  {s}:\n    image: busybox\n" for s in ("cuda", "dev", "bench", "rocm"))
@@ -564,7 +564,7 @@ def test_compose_overlay_is_accepted_by_docker_compose(tmp_path):
 
 def test_docker_compose_launch_gets_overlay_and_env(installed_collection, docker_engine, demo_project, tmp_path):
     """A ``docker compose`` launch: overlay written byte-exact, ``-f`` flags spliced, §1a vars reach the container."""
-    from ansible_collections.flodl.cluster.plugins.module_utils import compose_overlay as co
+    from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 
     project = demo_project()
     compose = project / "docker-compose.yml"

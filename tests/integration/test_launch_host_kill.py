@@ -91,7 +91,7 @@ def world(installed_collection, tmp_path_factory):
         project = copy_project(shared / "proj")
         (project / "nocleanup_launcher.py").write_text(LAUNCHER)
         sys.path.insert(0, str(installed_collection.collections_path))
-        from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath  # noqa: PLC0415
+        from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import binary_subpath  # noqa: PLC0415
 
         bins = {h: f"{project}/{binary_subpath(h, ARCH[h], 'train')}" for h in WORKERS}
         for path in bins.values():

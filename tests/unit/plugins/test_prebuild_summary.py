@@ -1,8 +1,8 @@
 """The prebuild step's printed summary: one line per host, the ones that failed first (issue 19, item 3)."""
 from __future__ import annotations
 
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild import plan_prebuild
-from ansible_collections.flodl.cluster.plugins.module_utils.build_summary import summary
+from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild import plan_prebuild
+from ansible_collections.flodl.cluster.plugins.module_utils._prebuild.build_summary import summary
 
 
 def test_one_line_per_host_failures_first_in_their_order():

@@ -122,7 +122,7 @@ def controller_env(monkeypatch):
 @pytest.fixture(autouse=True)
 def leases(monkeypatch) -> list[tuple[Any, ...]]:
     """The local lock's lease holders the steps would start: recorded, not started (no playbook is their parent)."""
-    from ansible_collections.flodl.cluster.plugins.plugin_utils import runlock_io
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._host import runlock_io
 
     started: list[tuple[Any, ...]] = []
     monkeypatch.setattr(runlock_io, "keep_lease", lambda *args: started.append(args))

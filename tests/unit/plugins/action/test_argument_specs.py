@@ -1,4 +1,4 @@
-"""Each action validates its arguments with the one spec module_utils.action_specs defines for it, and its
+"""Each action validates its arguments with the one spec module_utils._run.action_specs defines for it, and its
 module stub documents exactly that spec."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import yaml
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.flodl.cluster.plugins.module_utils import action_specs
+from ansible_collections.flodl.cluster.plugins.module_utils._run import action_specs
 
 from .conftest import Case, make_action
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils import detached_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import detached_io
 
 from .conftest import make_action
 

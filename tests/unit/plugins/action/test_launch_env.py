@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
+from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_decode
 
 ACTION = "launch_env"
 

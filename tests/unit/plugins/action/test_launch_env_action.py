@@ -7,9 +7,9 @@ from unittest.mock import MagicMock
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.action import launch_env as action_mod
-from ansible_collections.flodl.cluster.plugins.module_utils import launch_size as ls
-from ansible_collections.flodl.cluster.plugins.module_utils.hexcodec import hex_decode
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import build_context
+from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_size as ls
+from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_decode
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import build_context
 
 
 def _task_vars(workers: int, pad: int) -> dict:

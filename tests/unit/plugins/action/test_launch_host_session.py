@@ -1,4 +1,4 @@
-"""The launch host's session for real (plugin_utils.launch_host, runlock_io), through a stand-in ssh.
+"""The launch host's session for real (plugin_utils._host.launch_host, runlock_io), through a stand-in ssh.
 
 The stand-in ``ssh`` (conftest ``ssh_log``) runs the remote command with /bin/sh here, so the
 session script, its run lock (under this test's project) and its reach check of the workers all run
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.remote_launch import RemoteLaunchError
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
-from ansible_collections.flodl.cluster.plugins.plugin_utils import runlock_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_run
+from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host import runlock_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run
 
 from .conftest import CONTROLLER, make_action
 

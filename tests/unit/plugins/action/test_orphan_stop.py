@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils import orphans
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import orphans
 
 from .conftest import make_action
 

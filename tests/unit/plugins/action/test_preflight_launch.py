@@ -1,4 +1,4 @@
-"""flodl.cluster.preflight_check with a launch to follow (plugin_utils.preflight_launch), through a stand-in ssh.
+"""flodl.cluster.preflight_check with a launch to follow (plugin_utils._launch.preflight_launch), through a stand-in ssh.
 
 The stand-in ``ssh`` (conftest ``ssh_log``) runs each probe with /bin/sh on this machine, so the probes, the
 run-lock check added to them and the lock taken here all run for real. The recorded run is topology's
@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import runlock
-from ansible_collections.flodl.cluster.plugins.module_utils.prebuild_layout import binary_subpath
-from ansible_collections.flodl.cluster.plugins.plugin_utils import launch_host as lhio
-from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import binary_subpath
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
 
 from .conftest import CONTROLLER, load_case
 

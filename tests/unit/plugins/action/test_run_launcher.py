@@ -18,7 +18,7 @@ def test_check_mode_and_a_missing_directory_start_nothing(case, run, no_processe
 
 def test_the_local_launch_gets_its_variables_and_a_log(case, run, no_ssh, tmp_path):
     result = run(case("runs_locally"))
-    # The process-group watcher (module_utils.group_watch) starts first, then the command.
+    # The process-group watcher (module_utils._core.group_watch) starts first, then the command.
     watcher, command = no_ssh[0], no_ssh[-1]
     assert watcher[0] == sys.executable and watcher[5] == "flodl-group-watch" and command[0] == "/bin/sh"
     log = (tmp_path / "logs" / result["log_file"].rsplit("/", 1)[-1]).read_text()

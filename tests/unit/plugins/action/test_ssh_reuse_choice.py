@@ -1,4 +1,4 @@
-"""When the launch rides the probe's ssh masters (plugin_utils.sshreuse_io), on the recorded run_launcher case.
+"""When the launch rides the probe's ssh masters (plugin_utils._launch.sshreuse_io), on the recorded run_launcher case.
 
 The directory is real (0700, under the temp dir); its watcher is a real process that ends once the
 directory is gone, which each test sees to.
@@ -11,9 +11,9 @@ import stat
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils import sshreuse
-from ansible_collections.flodl.cluster.plugins.plugin_utils import sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils.context import read_run
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh import sshreuse
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run
 
 from .conftest import make_action
 

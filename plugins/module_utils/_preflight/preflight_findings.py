@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight's checks: one concern of one host each, a problem as a ``Finding``.
+
+Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3a step 4 and §7a):
+
+* a declared (explicit) data path that is missing is an error, the
+  convention default ``/flodl/data`` missing is only a warning, a present
+  but unreadable path is always an error;
+* when prebuilding, the worker's CPU arch must equal the build host's
+  (compared first), musl libc is an error, a glibc banner is an advisory
+  note, an empty ``uname -m`` is indeterminate (warning), an explicit
+  ``absent`` pkill is a warning;
+* an unreachable host or a failed probe is a warning (an error with
+  ``flodl_preflight_require_all``): the
+  real fan-out ssh reports genuine connectivity problems anyway; except a
+  failed host-key verification, which is an error with its fix (a host ssh
+  cannot authenticate was not checked, and must not pass as "unreachable");
+* ``local_devices: all`` needs a GPU count; zero usable GPUs is an error;
+* the worker's project path (``flodl_path``) missing or not enterable is an error: every rank starts there.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, HOST_KEY_UNKNOWN, target_of
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
+
+ERROR = "error"
+WARNING = "warning"
+NOTE = "note"
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing preflight noticed about a host: ``level`` is error, warning or note."""
+
+    level: str
+    check: str
+    message: str
+
+
+def check_abi(host: str, build_arch: str, remote_uname: str, remote_ldd: str) -> Finding | None:
+    """Can a binary built on the build host exec on this worker? Arch first, then libc."""
+    remote_arch = (remote_uname or "").strip()
+    if not remote_arch:
+        return Finding(
+            WARNING,
+            "arch",
+            f"{host}: `uname -m` printed nothing, so the CPU arch is unknown and the ABI check was skipped; "
+            "a wrong arch would only show at launch as `Exec format error`. Check that uname works there.",
+        )
+    if remote_arch != build_arch:
+        return Finding(
+            ERROR,
+            "arch",
+            f"{host}: CPU arch mismatch: the build host compiles {build_arch} binaries but {host} is "
+            f"{remote_arch}; the prebuilt binary would fail there with `Exec format error`. "
+            f"Use a {build_arch} worker, or point flodl_build_host at a {remote_arch} build host "
+            "(or set flodl_prebuild: false so the host builds natively).",
+        )
+    banner = (remote_ldd or "").strip()
+    lowered = banner.lower()
+    if "musl" in lowered:
+        return Finding(
+            ERROR,
+            "libc",
+            f"{host}: musl libc (`ldd --version` says {banner.splitlines()[0]!r}); flodl binaries are "
+            "linked against glibc and will not load on a musl system such as Alpine. Use a glibc "
+            "distribution on this worker (or set flodl_prebuild: false so it builds natively).",
+        )
+    first_line = banner.splitlines()[0].strip() if banner else ""
+    if first_line and ("glibc" in lowered or "gnu libc" in lowered):
+        return Finding(
+            NOTE,
+            "libc",
+            f"{host}: glibc reports {first_line!r}; if a run fails with `GLIBC_x.yy not found`, this "
+            "worker's glibc is older than the build host's: build on the host with the oldest glibc.",
+        )
+    return None
+
+
+def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> Finding | None:
+    """The shared data mount: declared-and-missing is fatal, the convention default only warns."""
+    if not is_dir:
+        if declared:
+            return Finding(
+                ERROR,
+                "data_path",
+                f"{host}: the declared data path {path} is missing (or not a directory); training reads "
+                "its data and writes checkpoints on this shared mount, so the run would break there. "
+                "Mount the shared filesystem at that path, or correct flodl_data_path.",
+            )
+        return Finding(
+            WARNING,
+            "data_path",
+            f"{host}: the convention data path {path} is not present (no flodl_data_path declared); "
+            f"fine without shared storage, otherwise mount it at {path} or set flodl_data_path.",
+        )
+    if not readable:
+        return Finding(
+            ERROR,
+            "data_path",
+            f"{host}: the data path {path} exists but this ssh user cannot read it; ranks there would "
+            "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
+        )
+    return None
+
+
+def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
+    """The worker's checkout (``flodl_path``): flodl's launcher starts every rank of the worker from there."""
+    if answer not in ("0", "2"):
+        return None  # there and enterable, or not asked
+    found = ("is missing (or not a directory)" if answer == "0"
+             else "exists but this ssh user cannot enter it (no search permission)")
+    return Finding(
+        ERROR,
+        "project_path",
+        f"{host}: the project path {path} (flodl_path) on {host} {found}; flodl's launcher starts each rank "
+        "there (cd into the checkout, then the prebuilt binary or docker compose), so no rank of this worker "
+        f"could start. Fix: mount or check out the project at {path} on {host} (readable by the ssh user), or "
+        f"set flodl_path for {host} to where the project is.",
+    )
+
+
+def check_pkill(host: str, answer: str | None) -> Finding | None:
+    """Only an explicit ``absent`` warns; an empty or garbled answer proves nothing."""
+    if (answer or "").strip() != "absent":
+        return None
+    return Finding(
+        WARNING,
+        "pkill",
+        f"{host}: pkill is not installed; stale ranks from an earlier run cannot be cleared before "
+        "launch (teardown still works through the per-rank wrapper). Install procps to enable it.",
+    )
+
+
+def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, int] | None, Finding | None]:
+    """GPU counts for ``local_devices: all`` and whether the worker would get any rank."""
+    host = str(worker["host"])
+    try:
+        nvidia, amd = parse_gpu_counts(text or "")
+    except ValueError as exc:
+        return None, Finding(
+            ERROR,
+            "gpus",
+            f"{host}: flodl_local_devices is `all` but the GPU count could not be read ({exc}); "
+            "the launch cannot give this worker ranks. Check nvidia-smi / the AMD KFD driver, "
+            "or list the devices explicitly.",
+        )
+    gpus = {"nvidia": nvidia, "amd": amd}
+    try:
+        device_count(worker, {host: (nvidia, amd)})
+    except TopologyError as exc:
+        text = "; ".join(exc.problems)
+        if text.startswith(f"host {host}:"):
+            text = text[len("host "):]
+        return gpus, Finding(ERROR, "gpus", text)
+    return gpus, None
+
+
+def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
+    """The definitive error for a host whose key ssh would not accept, with the three fixes."""
+    host = str(worker["host"])
+    ssh = worker.get("ssh") or {}
+    target = target_of(worker).rsplit("@", 1)[-1]
+    port = ssh.get("port")
+    port_opt = f"-p {port} " if port is not None else ""
+    entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
+    if kind == HOST_KEY_REVOKED:
+        return Finding(
+            ERROR,
+            "host_key",
+            f"{host}: ssh host-key verification failed: the host key {target} presented is marked @revoked in the "
+            "controller's known_hosts (a key known to be stolen or retired), and ssh refuses it whatever "
+            "StrictHostKeyChecking says. Preflight could not check this host, and flodl's ssh fan-out would be "
+            f"refused too. Fix: find out why {target} still presents a revoked key; give the host new host keys "
+            "(remove its old /etc/ssh/ssh_host_* keys, run `ssh-keygen -A`, restart sshd), verify the new key out "
+            f"of band and record it (`ssh-keyscan -H {port_opt}{posix_quote(target)} >> ~/.ssh/known_hosts`, under "
+            "AWX in the execution environment's known_hosts); keep the @revoked line. Re-scanning or "
+            "accept-new cannot help while the host presents the revoked key.",
+        )
+    if kind == HOST_KEY_CHANGED:
+        what = (
+            f"the host key {target} presented differs from the one in known_hosts (it changed: a reinstall, "
+            "or someone in the middle)"
+        )
+        first = f"check the new key out of band, remove the old entry (`ssh-keygen -R {posix_quote(entry)}`), then "
+    else:
+        what = f"no host key for {target} is in the controller's known_hosts and ssh checks strictly"
+        first = ""
+        routes = [str(o).split("=", 1)[0].strip().lower() for o in ssh.get("options") or []]
+        if "proxyjump" in routes or "proxycommand" in routes:
+            # ssh says the same when the jump leg is the one that failed.
+            what += " (or, as this worker is reached through a jump host, none for that jump host)"
+    return Finding(
+        ERROR,
+        "host_key",
+        f"{host}: ssh host-key verification failed: {what}. Preflight could not check this host, and "
+        "flodl's ssh fan-out needs a host it can authenticate. Fix: "
+        f"{first}record the key with `ssh-keyscan -H {port_opt}{posix_quote(target)} >> ~/.ssh/known_hosts` "
+        "on the controller; under AWX, ship that known_hosts file in the execution environment; or opt in "
+        "for this worker alone with `StrictHostKeyChecking=accept-new` in its flodl_ssh.options "
+        "(never StrictHostKeyChecking=no).",
+    )
+
+
+def unreachable_finding(host: str, why: str, required: bool = False) -> Finding:
+    """A probe that could not run: a warning, or an error when every worker must be checked."""
+    if required:
+        return Finding(
+            ERROR,
+            "ssh",
+            f"{host}: preflight probe could not run ({why}); this host was not checked, and "
+            "flodl_preflight_require_all is true, so every worker of the play must be. Fix: make ssh to "
+            f"{host} work (or leave it out with --limit), or set flodl_preflight_require_all: false to have an "
+            "unreachable worker only warn.",
+        )
+    return Finding(
+        WARNING,
+        "ssh",
+        f"{host}: preflight probe could not run ({why}); this host was not checked. The launch "
+        "reports a real connectivity problem itself, so this only warns. Check ssh to it.",
+    )

@@ -1,0 +1,197 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight's verdict of one host: its probe's outcome (or the controller's local checks) as one report.
+
+A report is a dict: ``host``, ``status`` (ok, warning, error, unreachable), what was read
+(arch, libc, pkill, gpus, data path state) and the ``errors``/``warnings``/``notes`` messages.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
+    ERROR,
+    NOTE,
+    WARNING,
+    Finding,
+    check_abi,
+    check_data_path,
+    check_gpus,
+    check_pkill,
+    check_project_path,
+    host_key_finding,
+    unreachable_finding,
+)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
+    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, last_line, parse_probe)
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
+
+_GLIBC_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*$")
+
+
+def libc_label(ldd: str | None) -> str | None:
+    """Short libc name for summaries: ``glibc 2.36``, ``musl``, or the raw first line."""
+    if not ldd:
+        return None
+    line = ldd.strip().splitlines()[0].strip()
+    lowered = line.lower()
+    if "musl" in lowered:
+        return "musl"
+    if "glibc" in lowered or "gnu libc" in lowered:
+        match = _GLIBC_VERSION.search(line)
+        return f"glibc {match.group(1)}" if match else "glibc"
+    return line[:60]
+
+
+def _status(findings: Sequence[Finding], reached: bool = True) -> str:
+    if any(f.level == ERROR for f in findings):
+        return STATUS_ERROR
+    if not reached:
+        return STATUS_UNREACHABLE
+    if any(f.level == WARNING for f in findings):
+        return STATUS_WARNING
+    return STATUS_OK
+
+
+def _report(host: str, findings: Sequence[Finding], **fields: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {"host": host}
+    report.update(fields)
+    report["errors"] = [f.message for f in findings if f.level == ERROR]
+    report["warnings"] = [f.message for f in findings if f.level == WARNING]
+    report["notes"] = [f.message for f in findings if f.level == NOTE]
+    return report
+
+
+def _data_path_state(is_dir: bool | None, readable: bool | None) -> str:
+    if is_dir is None:
+        return "unknown"
+    if not is_dir:
+        return "missing"
+    return "ok" if readable else "unreadable"
+
+
+def controller_report(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> dict[str, Any]:
+    """The controller's local data-path check (no ssh)."""
+    findings = [f for f in [check_data_path(host, path, declared, is_dir, readable)] if f]
+    return _report(
+        host,
+        findings,
+        role="controller",
+        status=_status(findings),
+        data_path={"path": path, "declared": declared, "state": _data_path_state(is_dir, readable)},
+    )
+
+
+def evaluate_remote(
+    worker: Mapping[str, Any],
+    *,
+    data_path: str,
+    declared: bool,
+    prebuild: bool,
+    build_arch: str | None,
+    returncode: int | None,
+    stdout: str,
+    stderr: str = "",
+    error: str | None = None,
+    require_reached: bool = False,
+) -> dict[str, Any]:
+    """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it."""
+    host = str(worker["host"])
+    wants_gpus = worker.get("local_devices") == "all"
+    base: dict[str, Any] = {
+        "arch": None,
+        "libc": None,
+        "ldd": None,
+        "pkill": None,
+        "gpus": None,
+        "data_path": {"path": data_path, "declared": declared, "state": "unknown"},
+    }
+    probe = parse_probe(stdout or "")
+    key_failure = host_key_failure(stderr) if returncode == 255 and not error else None
+    if key_failure is not None:
+        findings = [host_key_finding(worker, key_failure)]
+        return _report(host, findings, status=_status(findings), **base)
+    why = None
+    if error:
+        why = error
+    elif returncode == 255:
+        why = "ssh failed: " + (last_line(stderr) or "exit 255")
+    elif returncode != 0:
+        why = f"the probe exited {returncode}: " + (last_line(stderr) or "no error output")
+    elif not probe.complete or probe.dir_ok is None or probe.read_ok is None:
+        why = "its output was incomplete: " + (last_line(stderr) or last_line(stdout) or "nothing printed")
+    if why is not None:
+        findings = [unreachable_finding(host, why, require_reached)]
+        reached = returncode not in (None, 255) and not error
+        return _report(host, findings, status=_status(findings, reached=reached), **base)
+
+    findings: list[Finding] = []
+    is_dir, readable = bool(probe.dir_ok), bool(probe.read_ok)
+    base["data_path"]["state"] = _data_path_state(is_dir, readable)
+    finding = check_data_path(host, data_path, declared, is_dir, readable)
+    if finding:
+        findings.append(finding)
+    finding = check_project_path(host, str(worker.get("path") or ""), probe.project)
+    if finding:
+        findings.append(finding)
+    if prebuild:
+        base["arch"] = probe.uname or None
+        base["ldd"] = probe.ldd or None
+        base["libc"] = libc_label(probe.ldd)
+        base["pkill"] = probe.pkill or None
+        if build_arch:
+            finding = check_abi(host, build_arch, probe.uname or "", probe.ldd or "")
+        else:
+            finding = _musl_only(host, probe.uname or "", probe.ldd or "")
+        if finding:
+            findings.append(finding)
+        finding = check_pkill(host, probe.pkill)
+        if finding:
+            findings.append(finding)
+    if wants_gpus:
+        gpus, finding = check_gpus(worker, probe.gpus)
+        base["gpus"] = gpus
+        if finding:
+            findings.append(finding)
+    return _report(host, findings, status=_status(findings), **base)
+
+
+def _musl_only(host: str, remote_uname: str, remote_ldd: str) -> Finding | None:
+    """ABI check when the build host's arch is unknown: arch is not compared (warned once, for the
+    build host), libc still counts."""
+    arch = (remote_uname or "").strip() or "unknown"
+    finding = check_abi(host, arch, arch, remote_ldd)
+    return finding if finding and finding.level == ERROR else None
+
+
+def local_worker_report(
+    worker: Mapping[str, Any], controller: Mapping[str, Any], arch: str, gpu_text: str | None
+) -> dict[str, Any]:
+    """The controller's own worker entry: covered by the controller's checks, no ssh.
+
+    ``gpu_text`` is the local GPU count output, for a ``local_devices: all`` worker.
+    """
+    report: dict[str, Any] = {
+        "host": worker["host"],
+        "controller": True,
+        "status": controller["status"],
+        "arch": arch,
+        "libc": None,
+        "ldd": None,
+        "pkill": None,
+        "gpus": None,
+        "data_path": dict(controller["data_path"]),
+        "errors": list(controller.get("errors") or []),
+        "warnings": [],
+        "notes": [],
+    }
+    if worker.get("local_devices") == "all":
+        gpus, finding = check_gpus(worker, gpu_text)
+        report["gpus"] = gpus
+        if finding:
+            report["errors"].append(finding.message)
+            report["status"] = STATUS_ERROR
+    return report

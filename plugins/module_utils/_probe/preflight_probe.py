@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight's one-round-trip host probe: the POSIX-sh script and the parse of what it printed.
+
+Pure functions only (no I/O): the action plugin ``flodl.cluster.preflight_check`` runs the
+script over ssh and feeds the raw output here; what the answers mean is
+module_utils/_preflight/preflight_findings.py and module_utils/_preflight/preflight_verdict.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
+
+MARK_DIR = "__FLODL_DP_DIR__"
+MARK_READ = "__FLODL_DP_READ__"
+MARK_PROJECT = "__FLODL_PROJECT__"
+MARK_ABI = "__FLODL_ABI__"
+MARK_LDD = "__FLODL_LDD__"
+MARK_PKILL = "__FLODL_PKILL__"
+MARK_GPUS = "__FLODL_GPUS__"
+MARK_END = "__FLODL_END__"
+_SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
+
+# docs/launcher-contract.md §7a, verbatim: prints "<nvidia> <amd>".
+GPU_COUNT_SCRIPT = (
+    "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
+    "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
+    'echo "$n $a"'
+)
+ABI_SCRIPT = (
+    f"echo {MARK_ABI}; uname -m; echo {MARK_LDD}; ldd --version 2>&1 | head -1; "
+    f"echo {MARK_PKILL}; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
+)
+
+# A host's preflight status: one vocabulary for workers, the launch host and the controller.
+STATUS_OK = "ok"
+STATUS_WARNING = "warning"
+STATUS_ERROR = "error"
+STATUS_UNREACHABLE = "unreachable"
+
+
+
+def data_path_script(path: str) -> str:
+    """Directory and readability sentinels for the effective data path."""
+    q = posix_quote(path)
+    return (
+        f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi; "
+        f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
+    )
+
+
+def project_script(path: str) -> str:
+    """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
+    q = posix_quote(path)
+    return (f"if [ -d {q} ]; then if [ -x {q} ]; then echo {MARK_PROJECT}=1; else echo {MARK_PROJECT}=2; fi; "
+            f"else echo {MARK_PROJECT}=0; fi")
+
+
+def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None) -> str:
+    """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited."""
+    parts = [data_path_script(data_path)]
+    if project is not None:
+        parts.append(project_script(project))
+    if abi:
+        parts.append(ABI_SCRIPT)
+    if gpus:
+        parts.append(f"echo {MARK_GPUS}; {GPU_COUNT_SCRIPT}")
+    parts.append(f"echo {MARK_END}")
+    return "; ".join(parts)
+
+
+def remote_command(script: str) -> str:
+    """Run the probe under ``sh`` whatever the remote login shell is (fish, csh...)."""
+    return "sh -c " + posix_quote(script)
+
+
+@dataclass
+class ProbeOutput:
+    """What a probe printed; ``None`` for a section that did not run or did not answer."""
+
+    dir_ok: bool | None = None
+    read_ok: bool | None = None
+    project: str | None = None  # "1", "2" or "0" (project_script); None when not asked
+    uname: str | None = None
+    ldd: str | None = None
+    pkill: str | None = None
+    gpus: str | None = None
+    complete: bool = False
+    sections: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _flag(value: str) -> bool | None:
+    return {"1": True, "0": False}.get(value.strip())
+
+
+def parse_probe(stdout: str) -> ProbeOutput:
+    """Split the probe's stdout on its sentinels (exact lines, so shell noise cannot fake one)."""
+    out = ProbeOutput()
+    current: str | None = None
+    for raw in stdout.splitlines():
+        line = raw.strip()
+        if line.startswith(MARK_DIR + "="):
+            out.dir_ok = _flag(line[len(MARK_DIR) + 1:])
+            continue
+        if line.startswith(MARK_READ + "="):
+            out.read_ok = _flag(line[len(MARK_READ) + 1:])
+            continue
+        if line.startswith(MARK_PROJECT + "="):
+            out.project = line[len(MARK_PROJECT) + 1:].strip()
+            continue
+        if line in _SECTIONS:
+            current = line
+            out.sections[current] = []
+            continue
+        if line == MARK_END:
+            out.complete = True
+            current = None
+            continue
+        if current is not None:
+            out.sections[current].append(raw.rstrip("\r"))
+
+    def first(mark: str) -> str | None:
+        if mark not in out.sections:
+            return None
+        lines = [ln.strip() for ln in out.sections[mark] if ln.strip()]
+        return lines[0] if lines else ""
+
+    out.uname = first(MARK_ABI)
+    out.ldd = first(MARK_LDD)
+    out.pkill = first(MARK_PKILL)
+    if MARK_GPUS in out.sections:
+        out.gpus = "\n".join(out.sections[MARK_GPUS])
+    return out
+
+
+def parse_gpu_counts(text: str) -> tuple[int, int]:
+    """``(nvidia, amd)`` from the last non-empty line; anything else raises ValueError."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError("the GPU count printed nothing")
+    fields = lines[-1].split()
+    if len(fields) != 2 or not all(f.isdigit() for f in fields):
+        raise ValueError(f"expected two counts '<nvidia> <amd>', got {lines[-1]!r}")
+    return int(fields[0]), int(fields[1])
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""

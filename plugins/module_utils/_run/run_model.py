@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The run model: everything a phase needs about the run, validated once, as plain data between tasks.
+
+The first step of a play builds it (plugin_utils._run.run_reader) and returns it in its result; a later
+phase of the same run takes it back instead of reading and validating the run again. On the way back
+in it is checked here, field by field: a value of the wrong shape is not a model (the phase then reads
+the run itself). The fingerprint that ties a model to its run is made by plugin_utils._run.run_handoff.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import REDACTED, holds_secret, remote_workers
+from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import mask, unmask
+
+MODEL_VERSION = 1
+RESULT_KEY = "run_model"  # where a step's result carries the model it built
+TRACE_KEY = "run_model_use"  # how a step got its model: built (validated, connections resolved) or received
+
+
+@dataclass
+class RunContext:
+    """Everything a phase needs to know about the run, already validated."""
+
+    cluster: dict[str, Any]
+    controller_identity: str
+    prebuild: bool
+    net_timeout_scale: str | None
+    cmd: str | None
+    cmd_dir: str
+    fdl_env: str | None
+    build_host: str
+    launch_command: str | None
+    project_dir: str = ""
+    cmd_run: str | None = None  # the fdl command's run: line (flodl_cmd_run), run as fdl-cli runs it
+    connect_timeout: int = DEFAULT_CONNECT_SECONDS  # flodl_launch_connect_timeout, for the launcher's ssh
+    play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
+    inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
+    warnings: list[str] = field(default_factory=list)
+    # How this step got the model (run_handoff.trace), and the model it built for the later steps: not in the model.
+    trace: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    handoff: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # Values that came from Ansible Vault: plaintext -> ciphertext (plugin_utils._run.vault_values); never in the model.
+    vaulted: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The vaulted plaintexts, to withhold from results, displays and logs (module_utils._core.vault_redact)."""
+        return sorted(self.vaulted)
+
+    @property
+    def remotes(self) -> list[dict[str, Any]]:
+        return remote_workers(self.cluster, self.controller_identity)
+
+    @property
+    def project_root(self) -> str:
+        return str(self.cluster["controller"]["path"])
+
+    def in_play(self, worker: Mapping[str, Any]) -> bool:
+        return self.inventory_names.get(str(worker.get("host")), "") in self.play_hosts
+
+
+# Field -> the types its value may have (None where the field is optional).
+_SHAPE: dict[str, tuple[type, ...]] = {
+    "controller_identity": (str,), "prebuild": (bool,), "net_timeout_scale": (str, type(None)),
+    "cmd": (str, type(None)), "cmd_dir": (str,), "fdl_env": (str, type(None)), "build_host": (str,),
+    "launch_command": (str, type(None)), "project_dir": (str,), "cmd_run": (str, type(None)),
+}
+
+
+_NOT_MODEL = ("trace", "handoff", "vaulted")
+
+
+def fingerprint(inputs: Any) -> str:
+    """A digest of what a model was built from (the join token only enters as part of the digest)."""
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def to_model(ctx: RunContext, phases: list[str], connections: bool, print_: str) -> dict[str, Any]:
+    """The model as plain JSON data, the join token replaced (results are shown with -v and published).
+
+    Each vaulted value is a numbered placeholder; its ciphertext travels beside (``vaulted``), in the same order.
+    """
+    data = json.loads(json.dumps({k: v for k, v in asdict(ctx).items() if k not in _NOT_MODEL}))
+    if holds_secret(data["cluster"]):
+        data["cluster"]["controller"]["join"]["token"] = REDACTED
+    secrets = ctx.secrets
+    model = {"version": MODEL_VERSION, "phases": sorted(set(phases)), "connections": bool(connections),
+             "fingerprint": print_, "context": mask(data, secrets)}
+    if secrets:
+        model["vaulted"] = [ctx.vaulted[s] for s in secrets]
+    return model
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _cluster_ok(cluster: Any) -> bool:
+    if not isinstance(cluster, Mapping) or not isinstance(cluster.get("controller"), Mapping):
+        return False
+    workers = cluster.get("workers")
+    return (isinstance(cluster["controller"].get("path"), str) and isinstance(workers, list)
+            and all(isinstance(w, Mapping) and isinstance(w.get("host"), str) for w in workers))
+
+
+def from_model(model: Any, phases: list[str], connections: bool, print_: str,
+               token: str | None, unvault: Callable[[list[str]], list[str] | None] = lambda _c: None,
+               ) -> RunContext | None:
+    """The context a model carries, when it is one of this run, covers ``phases`` and has the right shape.
+
+    ``connections``: the phase reaches workers, so the model must hold their resolved connections.
+    ``token``: the join token as the run's variables give it now (the model holds a placeholder).
+    ``unvault``: the plaintexts of the model's ``vaulted`` ciphertexts (None when they cannot be decrypted).
+    """
+    if not isinstance(model, Mapping) or model.get("version") != MODEL_VERSION:
+        return None
+    if model.get("fingerprint") != print_ or not _str_list(model.get("phases")):
+        return None
+    if not set(phases) <= set(model["phases"]) | {"teardown"} or (connections and model.get("connections") is not True):
+        return None
+    data = model.get("context")
+    if not isinstance(data, Mapping) or not _cluster_ok(data.get("cluster")):
+        return None
+    if any(not isinstance(data.get(k), types) for k, types in _SHAPE.items()):
+        return None
+    timeout = data.get("connect_timeout")
+    names = data.get("inventory_names")
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or not isinstance(names, Mapping):
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        return None
+    if not _str_list(data.get("play_hosts")) or not _str_list(data.get("warnings")):
+        return None
+    vaulted = model.get("vaulted", [])
+    if not _str_list(vaulted):
+        return None
+    secrets = unvault(vaulted) if vaulted else []
+    if secrets is None or len(secrets) != len(vaulted):
+        return None
+    try:
+        values = unmask(json.loads(json.dumps(dict(data))), secrets)
+    except ValueError:
+        return None
+    join = values["cluster"]["controller"].get("join")
+    if isinstance(join, dict) and join.get("token") == REDACTED:
+        if token is None:
+            return None
+        join["token"] = token
+    ctx = RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
+                                               "play_hosts", "warnings")})
+    ctx.vaulted = dict(zip(secrets, vaulted))
+    return ctx

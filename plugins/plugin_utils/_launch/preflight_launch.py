@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preflight step's part in a launch that follows in the same run (``phases`` holds ``launch``).
+
+Before any host is touched: the launch environment's size and the run lock. Then, with the sweep: the
+launch host's session, the run-lock check added to each worker's probe, and the ssh masters the probes
+leave for the launcher's fan-out. The preflight step imports this module only for such a run, so that a
+play without a launch (the preflight playbook) does not compile the launch side of the collection.
+"""
+from __future__ import annotations
+
+import os
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh import remote_launch
+from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_precheck
+from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, RunContext, run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import SshResult
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.runlock_io import lock_for_action
+
+LOCK_NOT_TAKEN = "the run lock was not taken; nothing was started"
+
+
+class LaunchFollows:
+    """What a preflight adds for the launch after it; one per step, used in the order of its methods."""
+
+    def __init__(self, action: Any, task_vars: Mapping[str, Any], ctx: RunContext, phases: list[str]):
+        self._action = action
+        self._task_vars = task_vars
+        self._ctx = ctx
+        self._phases = phases
+        self._lock_on = run_lock_enabled(task_vars, action._templar)
+        self.remote = launch_host_of(task_vars, action._templar)
+        self.locking = self._lock_on and not action._task.check_mode
+        self.live: dict[str, str] = {}
+        self.session: lhio.Session | None = None
+        self.reuse_dir: str | None = None
+        self.answers: lhio.SessionResult | None = None
+
+    def refusals(self) -> tuple[list[str], str]:
+        """(why the launch would be refused before any host is touched, the headline for them).
+
+        With the launcher on this box the run lock is taken here, until ansible-playbook exits; with a launch
+        host it is taken in that host's session (``start``).
+        """
+        too_big = launch_precheck.size_problems(self._action, self._task_vars, self._ctx, self._phases)
+        if too_big:
+            return too_big, INVALID_CONFIG
+        if self.remote is None and not os.path.isdir(self._ctx.project_dir):
+            # The launch runs in it (a launcher in an execution-environment container sees only what is mounted).
+            return [f"controller: the project directory {self._ctx.project_dir} does not exist on this machine, where "
+                    "the launch runs (flodl_launch_host is this machine); mount it here (ansible-navigator: "
+                    "--execution-environment-volume-mount, AWX: the job's volume), or set flodl_launch_host to the "
+                    "machine that has it"], INVALID_CONFIG
+        if self.locking and self.remote is None:
+            _taken, refusal = lock_for_action(self._action, self._task_vars, self._ctx.project_dir)
+            if refusal:
+                return [refusal], LOCK_NOT_TAKEN
+        return [], INVALID_CONFIG
+
+    def start(self) -> list[str]:
+        """Start what runs beside the sweep: the launch host's session; problems when it cannot start."""
+        self.live = runlock.live_binaries(self._ctx.remotes, self._ctx.cmd) if self._lock_on else {}
+        try:
+            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True)
+        except RemoteLaunchError as exc:
+            return [f"controller: {exc}"]
+        # The masters the probe leaves serve the launcher's fan-out: only when it runs here.
+        if self.session is None:
+            self.reuse_dir = sshreuse_io.reuse_dir_for(self._action, self._task_vars, self._ctx, self._phases)
+        return []
+
+    def probe_suffix(self, host: str) -> str:
+        """Added to a worker's probe: is another run's rank of this project already running there?"""
+        return "; " + runlock.running_script(self.live[host]) if host in self.live else ""
+
+    def finish(self, timeout: float) -> lhio.SessionResult | None:
+        """The launch host's answers, read once the workers answered."""
+        if self.session is not None:
+            self.answers = lhio.finish(self.session, self._ctx.project_dir, timeout)
+        return self.answers
+
+    def judge(self, host: str, res: SshResult, report: dict[str, Any]) -> None:
+        """A worker's problems for the launch: unreachable from the launch host, or a live run there."""
+        launch = self.answers
+        reach = launch.reach if launch is not None and launch.facts.complete else None
+        if launch is not None and reach is not None and host in reach and reach[host][0] != 0:
+            report["errors"].append(remote_launch.unreachable_from_launch_host(
+                launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
+            report["status"] = STATUS_ERROR
+        running = runlock.parse_running(res.stdout) if host in self.live and res.ok else None
+        if running:
+            report["errors"].append(runlock.refusal_message(self._ctx.project_dir, {host: running}))
+            report["status"] = STATUS_ERROR
+
+    def _answered(self) -> lhio.SessionResult | None:
+        """The launch host's answers when its session had no problem."""
+        return self.answers if self.answers is not None and not self.answers.errors else None
+
+    def controller_identity(self) -> str | None:
+        """Who the controller is on the launch host, when its session answered without a problem."""
+        answered = self._answered()
+        return answered.facts.identity if answered is not None else None
+
+    def result_fields(self, failed: bool) -> dict[str, Any]:
+        """What the launch step reads back from the step's result: the launch host's identity and GPUs, and the
+        masters' directory (closed instead when the run stops here: nothing will reuse them)."""
+        answered = self._answered()
+        out = {lhio.RESULT_KEY: lhio.result_fields(answered)} if answered is not None else {}
+        if failed:
+            sshreuse_io.close_masters(self.reuse_dir)
+        elif self.reuse_dir:
+            out[sshreuse_io.RESULT_KEY] = self.reuse_dir
+        return out

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preflight sweep's I/O: local checks, one parallel ssh per worker, the build host's arch.
+
+What counts as a problem is decided in module_utils._preflight.preflight_findings/preflight_verdict; this file
+only gathers the facts those functions judge.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
+from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
+from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import join_posix
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, is_local_host, ssh_block_of
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes
+
+if TYPE_CHECKING:
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import SessionResult
+
+
+class LaunchFollows(Protocol):
+    """What the sweep asks of a launch that follows (plugin_utils._launch.preflight_launch, passed in by the action)."""
+
+    reuse_dir: Optional[str]
+
+    def probe_suffix(self, host: str) -> str: ...
+
+    def finish(self, timeout: float) -> Optional[SessionResult]: ...
+
+    def judge(self, host: str, res: Any, report: dict[str, Any]) -> None: ...
+
+
+BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
+
+
+def local_data_path_state(path: str) -> tuple[bool, bool]:
+    if not os.path.isdir(path):
+        return False, False
+    try:
+        os.listdir(path)
+    except OSError:
+        return True, False
+    return True, True
+
+
+def local_gpu_text() -> str:
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", pf_probe.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not run the GPU count: {exc}"
+    return proc.stdout
+
+
+def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
+    """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
+    path, declared = effective_data_path(ctx.cluster["controller"])
+    if launch is None:
+        is_dir, readable = local_data_path_state(path)
+        report = pf_verdict.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+    elif not launch.facts.complete:
+        report = pf_verdict.controller_report(launch.host, path, declared, True, True)
+        report["data_path"]["state"] = "unknown"
+    else:
+        report = pf_verdict.controller_report(launch.facts.identity or launch.host, path, declared,
+                                              bool(launch.facts.dir_ok), bool(launch.facts.read_ok))
+    if launch is not None:
+        report["launch_host"] = launch.host
+        report["errors"] = [*launch.errors, *report["errors"]]
+        report["warnings"] = [*launch.warnings, *report["warnings"]]
+        report["status"] = pf_verdict.STATUS_ERROR if report["errors"] else report["status"]
+    report["controller"] = True
+    return report
+
+
+def sweep(
+    ctx: RunContext,
+    *,
+    build_arch: str | None,
+    build_host_argv: list[str] | None,
+    timeout: float,
+    max_parallel: int,
+    follow: LaunchFollows | None = None,
+    require_all: bool = False,
+) -> dict[str, Any]:
+    """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
+
+    ``follow``: the launch after this preflight (plugin_utils._launch.preflight_launch), started before. It adds
+    the run-lock check to the same probes, reads the launch host's session once the workers answered,
+    and judges each worker for the launch; each probe leaves a master connection in its ``reuse_dir``
+    for the launcher's fan-out (module_utils._ssh.sshreuse). ``require_all``: a worker whose probe could not run
+    fails (``flodl_preflight_require_all``) instead of warning.
+    """
+    reuse_dir = follow.reuse_dir if follow is not None else None
+    jobs: dict[str, list[str]] = {}
+    plans: dict[str, tuple[str, bool]] = {}
+    for worker in ctx.remotes:
+        if not ctx.in_play(worker):
+            continue
+        path, declared = effective_data_path(worker)
+        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
+                                       project=str(worker["path"]) if worker.get("path") else None)
+        if follow is not None:
+            script += follow.probe_suffix(worker["host"])
+        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
+        plans[worker["host"]] = (path, declared)
+    warnings: list[str] = []
+    if build_host_argv is not None and jobs:
+        jobs[BUILD_HOST_JOB] = build_host_argv
+    # A bounded number at once, each probe its whole timeout (plugin_utils._proc.processes.probe_bounds).
+    results = run_probes(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
+    if BUILD_HOST_JOB in results:
+        probe = results.pop(BUILD_HOST_JOB)
+        answer = probe.stdout.strip().splitlines()[-1].strip() if probe.ok and probe.stdout.strip() else ""
+        if answer:
+            build_arch = answer
+        else:
+            why = probe.error or pf_probe.last_line(probe.stderr) or f"exit {probe.returncode}"
+            warnings.append(
+                f"build host {ctx.build_host}: could not read its CPU arch ({why}); the arch part of the "
+                "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
+            )
+
+    launch = follow.finish(timeout) if follow is not None else None
+    controller = controller_report(ctx, launch)
+    reports: dict[str, dict[str, Any]] = {}
+    for worker in ctx.cluster["workers"]:
+        host = worker["host"]
+        if not ctx.in_play(worker):
+            continue
+        if host == ctx.controller_identity:
+            gpu_text = local_gpu_text() if worker.get("local_devices") == "all" else None
+            reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
+            continue
+        res = results[host]
+        path, declared = plans[host]
+        report = pf_verdict.evaluate_remote(
+            worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
+            returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
+            require_reached=require_all,
+        )
+        report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
+        if follow is not None:
+            follow.judge(host, res, report)
+        reports[host] = report
+    return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
+
+
+def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
+                    given: str | None) -> tuple[str | None, list[str] | None]:
+    """(the build host's arch when known here, else the argv that reads it during the sweep)."""
+    if not ctx.prebuild or given:
+        return given, None
+    if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
+        return os.uname().machine, None
+    target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
+    return None, probe_argv(target, "uname -m", ctx.project_dir)
