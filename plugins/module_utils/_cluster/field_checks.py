@@ -62,10 +62,6 @@ def kind(value: Any, secret: bool = False) -> str:
     return f"a {type(value).__name__}"
 
 
-def blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils._core.safety import blank
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.field_checks import (
     FieldChecks,
-    blank,
     check_abs_path,
     check_arch,
     is_int,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import GPU_COUNT_SCRIPT, data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import GPU_COUNT_SCRIPT, MARK_DIR, MARK_READ, data_path_script
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"
@@ -184,9 +184,9 @@ def parse_session(stdout: str) -> SessionFacts:
             continue
         if name == MARK_ID and value and all(32 <= ord(ch) < 127 for ch in value):
             facts.identity = value[:255]
-        elif name == "__FLODL_DP_DIR__":
+        elif name == MARK_DIR:
             facts.dir_ok = flags.get(value)
-        elif name == "__FLODL_DP_READ__":
+        elif name == MARK_READ:
             facts.read_ok = flags.get(value)
         elif name == MARK_GPUS:
             counts = value.split()

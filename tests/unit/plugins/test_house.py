@@ -1,0 +1,186 @@
+# -*- coding: utf-8 -*-
+# Copyright: flodl.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The house: wings by concern, imports that only run downhill, one definition per shared name, a true map.
+
+Read from the source with ``ast`` (nothing is imported but the entry points a wing names).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
+DOC = PLUGINS.parent / "docs" / "architecture.md"
+PREFIX = "ansible_collections.flodl.cluster.plugins."
+MAX_FILES = 13  # "about 12" per folder
+
+# Lower numbers are foundations. An import may go to its own wing or to a lower level, never up; the phase
+# wings of one level never import each other.
+LEVELS = {
+    "module_utils/_core": 0,
+    "module_utils/_files": 1,
+    "module_utils/_ssh": 2,
+    "module_utils/_cluster": 2,
+    "module_utils/_fdl": 3,
+    "module_utils/_run": 4,
+    "module_utils/_probe": 5,
+    "module_utils/_preflight": 6,
+    "module_utils/_prebuild": 6,
+    "module_utils/_launch": 6,
+    "plugin_utils/_proc": 7,
+    "plugin_utils/_run": 8,
+    "plugin_utils/_host": 9,
+    "plugin_utils/_preflight": 10,
+    "plugin_utils/_launch": 10,
+}
+PHASES = ("_preflight", "_prebuild", "_launch")
+STEPS = ("action", "modules", "inventory", "filter")
+
+
+def _unit(path: Path) -> str:
+    """``module_utils/_launch`` for a wing file, ``action`` for an action."""
+    parts = path.relative_to(PLUGINS).parts
+    return "/".join(parts[:2]) if parts[0] in ("module_utils", "plugin_utils") else parts[0]
+
+
+def _module_file(module: str) -> Path | None:
+    rel = module[len(PREFIX):].replace(".", "/")
+    for candidate in (PLUGINS / f"{rel}.py", PLUGINS / rel / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _import_nodes(tree: ast.Module, eager: bool) -> list[ast.ImportFrom]:
+    """Every ``from`` import, or with ``eager`` only those run when the module loads (not in a function, not
+    under ``TYPE_CHECKING``)."""
+    if not eager:
+        return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    found: list[ast.ImportFrom] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.dump(node.test):
+            todo.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            todo.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+    return found
+
+
+@lru_cache(maxsize=None)
+def _imports(path: Path, eager: bool = False) -> tuple[Path, ...]:
+    """The collection's files this file imports (``from X import name`` counts ``X/name.py`` when it exists)."""
+    found: list[Path] = []
+    for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8")), eager):
+        if not (node.module or "").startswith(PREFIX):
+            continue
+        for alias in node.names:
+            sub = _module_file(f"{node.module}.{alias.name}")
+            target = sub or _module_file(node.module)
+            if target is not None and target not in found:
+                found.append(target)
+    return tuple(found)
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in PLUGINS.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _closure(start: Path, eager: bool = False) -> set[Path]:
+    seen: set[Path] = set()
+    todo = [start]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_imports(path, eager))
+    return seen
+
+
+def test_no_folder_holds_more_than_about_twelve_files() -> None:
+    for folder in {p.parent for p in _files()}:
+        count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
+        assert count <= MAX_FILES, f"{folder.relative_to(PLUGINS)} holds {count} files: split it into wings"
+
+
+def test_every_wing_is_known_and_has_a_face() -> None:
+    wings = {_unit(p) for p in _files() if p.relative_to(PLUGINS).parts[0] in ("module_utils", "plugin_utils")}
+    wings.discard("plugin_utils/__init__.py")
+    assert wings == set(LEVELS), "a wing was added or removed: give it a level here and a table in the doc"
+    for wing in wings:
+        doc = ast.get_docstring(ast.parse((PLUGINS / wing / "__init__.py").read_text(encoding="utf-8"))) or ""
+        entries = re.findall(r"^- ``(\w+)\.(\w+)``", doc.split("Entry points:", 1)[-1], re.M)
+        assert "Entry points:" in doc and entries, f"{wing}/__init__.py names no entry points"
+        for module, name in entries:
+            loaded = importlib.import_module(f"{PREFIX}{wing.replace('/', '.')}.{module}")
+            assert hasattr(loaded, name), f"{wing}/__init__.py names {module}.{name}, which does not exist"
+
+
+def test_imports_run_downhill_and_never_sideways_between_phases() -> None:
+    wrong = []
+    for path in _files():
+        src = _unit(path)
+        for target in _imports(path):
+            dst = _unit(target)
+            if dst == src or src in STEPS:
+                continue
+            if src == "plugin_utils/__init__.py" or dst not in LEVELS:
+                wrong.append(f"{path.relative_to(PLUGINS)} -> {target.relative_to(PLUGINS)} (not a wing)")
+            elif LEVELS[dst] > LEVELS[src] or (LEVELS[dst] == LEVELS[src] and dst.endswith(PHASES)):
+                wrong.append(f"{path.relative_to(PLUGINS)} -> {target.relative_to(PLUGINS)}")
+    assert not wrong, "imports against the layering (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_the_map_names_every_file() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    missing = [str(p.relative_to(PLUGINS)) for p in _files()
+               if p.name != "__init__.py" and str(p.relative_to(PLUGINS)) not in doc]
+    assert not missing, f"docs/architecture.md does not name: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("pattern", [
+    r"^WORKERS_GROUP = ",
+    r"^ENV_NET_TIMEOUT_SCALE = ",
+    r"^CONTAINER_ROOT = ",
+    r"^LIBTORCH_CPU_REL = |libtorch/precompiled/cpu\"$",
+    r"^def _?blank\(",
+    r"^def host_key_failure\(",
+    r"^STATUS_ERROR = ",
+    r"^MARK_DIR = ",
+    r"^MARK_READ = ",
+    r"__FLODL_DP_DIR__",
+    r"__FLODL_DP_READ__",
+])
+def test_a_shared_name_is_defined_once(pattern: str) -> None:
+    where = [f"{p.relative_to(PLUGINS)}:{n}" for p in _files()
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if re.search(pattern, line)]
+    assert len(where) == 1, f"{pattern!r} is defined {len(where)} times: {where}"
+
+
+def _sizes(eager: bool) -> dict[str, tuple[int, int]]:
+    sizes = {}
+    for step in sorted((PLUGINS / "action").glob("*.py")):
+        closure = {p for p in _closure(step, eager) - {step} if p.name != "__init__.py"}
+        sizes[step.stem] = (len(closure), sum(len(p.read_text(encoding="utf-8").splitlines()) for p in closure))
+    return sizes
+
+
+def test_each_steps_import_closure(capsys: pytest.CaptureFixture[str]) -> None:
+    """Printed for the record; each step pays its eager closure in ansible-playbook before any fork, and the
+    rest only on the path that needs it (the preflight of a run without a launch never loads the launch side)."""
+    eager, every = _sizes(True), _sizes(False)
+    with capsys.disabled():
+        print("\nimport closure per step, files/lines, eager (all paths):",
+              ", ".join(f"{k} {n}/{lines} ({every[k][0]}/{every[k][1]})" for k, (n, lines) in eager.items()))
+    # Measured before the wings (ce1fc20): preflight_check imported 66 files.
+    assert eager["preflight_check"][0] < 66
+    assert eager["walk_in_agent"][0] < eager["run_launcher"][0]
