@@ -28,13 +28,14 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, HOST_KEY_UNKNOWN, target_of
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 
 ERROR = "error"
 WARNING = "warning"
 NOTE = "note"
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -41,7 +41,6 @@ STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
 
 
-
 def data_path_script(path: str) -> str:
     """Directory and readability sentinels for the effective data path."""
     q = posix_quote(path)

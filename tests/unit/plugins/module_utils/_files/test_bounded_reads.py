@@ -18,9 +18,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils._files import safe_r
 from ansible_collections.flodl.cluster.plugins.module_utils._prebuild import build_files
 from ansible_collections.flodl.cluster.plugins.module_utils._fdl.fdl_error import FdlConfigError
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import detached_io, launch_io
-
-
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import runlock_io
+
+
 def bounded(fn, seconds: float = 5.0):
     """``fn()``'s outcome; fails the test when it does not end within ``seconds`` (a FIFO read blocks)."""
     box: dict = {}

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.fold import FOLD_ABOVE
-
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_text import outcome_fields, plan_fields
 
 LOG = "/p/target/cluster/logs/launch-1.log"

@@ -11,8 +11,9 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock as rl
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import lock_holder
-
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import runlock_io
+
+
 RUN_A, RUN_B = "0123456789abcdef", "fedcba9876543210"
 
 
