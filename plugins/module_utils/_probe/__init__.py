@@ -1,4 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""TODO"""
+"""The one probe protocol: the preflight probe's script parts, its parser and statuses, and the
+launch host's session script (run lock, identity, data path, GPU count, reach).
+May import: ``_run`` and the wings below it.
+
+Entry points:
+- ``preflight_probe.probe_script``: the POSIX-sh probe one ssh runs on a worker
+- ``preflight_probe.parse_probe``: the probe's sentinel-delimited output parsed
+- ``preflight_probe.parse_gpu_counts``: the (nvidia, amd) GPU counts from the count script
+- ``preflight_probe.STATUS_OK``: a host's preflight status, shared by every caller
+- ``launch_host.session_script``: the launch host's one sh session
+- ``launch_host.parse_session``: that session's output parsed
+- ``launch_host.SessionFacts``: what the session found on the launch host
+"""

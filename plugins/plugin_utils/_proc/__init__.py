@@ -1,4 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""TODO"""
+"""Controller processes: one-shot commands and parallel ssh sweeps, the parent watcher, and two
+standalone scripts (the run lock's holder, the ssh-master watcher).
+May import: ``module_utils`` wings only (today it imports none).
+
+Entry points:
+- ``processes.run_parallel``: parallel ssh under one deadline
+- ``processes.run_probes``: preflight's probes, bounded per CPU
+- ``processes.run_for_output``: a short local command's stdout, or None
+- ``processes.effective_user``: the user this process runs as
+- ``parent_watch.exit_with_parent``: end this worker with ansible-playbook
+- ``sshreuse_watch.start_watcher``: start the script that closes the run's ssh masters
+- ``lock_holder.process_start``: a process's start time, to tell a pid reused
+"""
