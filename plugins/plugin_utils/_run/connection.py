@@ -33,19 +33,37 @@ def _option(conn: Any, name: str) -> tuple[Any, str]:
 def keyword_connection(task: Any, on_workers: bool = True) -> str:
     """The ``connection`` keyword that applies to the workers, for a host without ``ansible_connection``.
 
-    ansible-core 2.21 writes the loaded plugin's name back into ``task.connection`` (the first play host's,
-    ``ansible.builtin.local`` for the controller's own box or for ``delegate_to: localhost``), so the keyword
-    is read as written: the task's own (``task._ds``), else its parents' (block, role, play). A delegated
-    task's own keyword is the delegated host's (the prebuild step runs on ``flodl_build_host``), and a play
-    on a host that is not a worker (a runbook on localhost) says nothing about how the workers are reached.
+    A delegated task's own keyword is the delegated host's (the prebuild step runs on ``flodl_build_host``), and a
+    play on a host that is not a worker (a runbook on localhost) says nothing about how the workers are reached.
     """
     if not on_workers:
         return "ssh"
+    value = _written_connection(task)
+    return value if isinstance(value, str) and value else "ssh"
+
+
+# Ansible's internals, each behind one function: the only two places the collection reads them.
+
+def _written_connection(task: Any) -> Any:
+    """The ``connection`` keyword as the playbook wrote it: the task's own, else its block's, role's or play's.
+
+    No public API gives it: ansible-core 2.21 writes the loaded plugin's name back into ``task.connection`` (the
+    first play host's, ``ansible.builtin.local`` for the controller's own box or for ``delegate_to: localhost``),
+    so the written form (``task._ds``) and the parents' (``_get_parent_attribute``) are read instead.
+    """
     written = getattr(task, "_ds", None)
     own = None if getattr(task, "delegate_to", None) or not isinstance(written, Mapping) else written.get("connection")
     inherited = getattr(task, "_get_parent_attribute", None)
-    value = own or (inherited("connection", omit=True) if callable(inherited) else None)
-    return value if isinstance(value, str) and value else "ssh"
+    return own or (inherited("connection", omit=True) if callable(inherited) else None)
+
+
+def _option_vars(conn: Any, host_vars: Mapping[str, Any], host_templar: Any) -> Any:
+    """A host's variables that set the connection plugin's options (``ansible_port``, ``ansible_ssh_common_args``...).
+
+    The task executor does this for the one host a task runs on; no public API does it for another host, and
+    rebuilding it from ``get_plugin_vars`` would drift from Ansible's own precedence and templating.
+    """
+    return conn._resolve_option_variables(host_vars, host_templar)
 
 
 class AnsibleConnections:
@@ -81,7 +99,7 @@ class AnsibleConnections:
         if name not in SSH_NAMES:
             return ResolvedConnection(connection=name)
         conn, task_keys = self._plugin()
-        conn.set_options(task_keys=task_keys, var_options=conn._resolve_option_variables(host_vars, host_templar))
+        conn.set_options(task_keys=task_keys, var_options=_option_vars(conn, host_vars, host_templar))
         args: dict[str, str] = {}
         for option in _ARG_OPTIONS:
             value, origin = _option(conn, option)

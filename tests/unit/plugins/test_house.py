@@ -184,3 +184,26 @@ def test_each_steps_import_closure(capsys: pytest.CaptureFixture[str]) -> None:
     # Measured before the wings (ce1fc20): preflight_check imported 66 files.
     assert eager["preflight_check"][0] < 66
     assert eager["walk_in_agent"][0] < eager["run_launcher"][0]
+
+
+ANSIBLE_INTERNALS = {"_ds", "_get_parent_attribute", "_resolve_option_variables"}
+INTERNALS_HOME = ("plugin_utils/_run/connection.py", {"_written_connection", "_option_vars"})
+
+
+def test_ansible_internals_stay_behind_their_two_functions() -> None:
+    """Where no public Ansible API exists (a connection's resolved options), one function reads the internal."""
+    wrong = []
+    for path in _files():
+        rel = str(path.relative_to(PLUGINS))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owners = {}
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    owners.setdefault(id(node), fn.name)
+        for node in ast.walk(tree):
+            name = node.attr if isinstance(node, ast.Attribute) else node.value if isinstance(node, ast.Constant) else None
+            if name in ANSIBLE_INTERNALS and (rel, owners.get(id(node))) not in {
+                    (INTERNALS_HOME[0], f) for f in INTERNALS_HOME[1]}:
+                wrong.append(f"{rel}:{node.lineno} {name}")
+    assert not wrong, f"Ansible internals read outside {INTERNALS_HOME}: {wrong}"
