@@ -7,7 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import PREFLIGHT_CHECK
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import PREFLIGHT_CHECK, without_blanks
 from ansible_collections.flodl.cluster.plugins.module_utils._run import job_artifacts
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_report as pf_report
 from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import REFUSED, preflight_entries, run_failed_entries
@@ -40,6 +40,7 @@ class ActionModule(ActionBase):
     def _check(self, tmp, task_vars):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
+        self._task.args = without_blanks(self._task.args, PREFLIGHT_CHECK)  # a blank survey answer: the default
         _spec, args = self.validate_argument_spec(**PREFLIGHT_CHECK)
         phases = sorted(set(args["phases"]) | {"preflight"})
         try:
@@ -61,15 +62,16 @@ class ActionModule(ActionBase):
 
         # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils._proc.parent_watch).
         with exit_with_parent():
-            build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
-            problems = follow.start() if follow is not None else []
+            min_free = args["min_free_gb"] if args["min_free_gb"] > 0 else None
+            build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"], min_free)
+            problems = follow.start(free=bool(min_free)) if follow is not None else []
             if problems:
                 return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
             # Checked with the run (module_utils._run.knobs): true, false, or unset/blank (false).
             require_all = as_bool(var(task_vars, self._templar, "flodl_preflight_require_all")) is True
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                                 timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
-                                require_all=require_all)
+                                require_all=require_all, min_free_gb=min_free)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

@@ -65,6 +65,14 @@ options:
     description: At most this many probes at once (below the 16 per controller CPU the sweep allows itself).
     type: int
     default: 64
+  min_free_gb:
+    description:
+      - GB (GiB) that must be free on each worker's data path, the controller's data path (where the launch runs)
+        and the build's target dir on the build host (with prebuild). Less fails that worker, or the run for the
+        controller and the build host. V(0) does not check.
+      - The same script part (C(df -Pk)) runs on the workers, on the launch host and on this machine.
+    type: float
+    default: 0
 attributes:
   check_mode:
     description: Check mode prints the plan and changes nothing.

@@ -19,6 +19,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
     Finding,
     check_abi,
     check_data_path,
+    check_free_space,
     check_gpus,
     check_pkill,
     check_project_path,
@@ -26,7 +27,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
     unreachable_finding,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
-    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, last_line, parse_probe)
+    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, FreeSpace, last_line, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
 
 _GLIBC_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*$")
@@ -73,15 +74,24 @@ def _data_path_state(is_dir: bool | None, readable: bool | None) -> str:
     return "ok" if readable else "unreadable"
 
 
-def controller_report(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> dict[str, Any]:
-    """The controller's local data-path check (no ssh)."""
-    findings = [f for f in [check_data_path(host, path, declared, is_dir, readable)] if f]
+def _data_path(path: str, declared: bool, state: str, free: FreeSpace | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": path, "declared": declared, "state": state}
+    if free is not None and free.kb is not None:
+        out["free_gb"] = round(free.kb / (1024 * 1024), 2)
+    return out
+
+
+def controller_report(host: str, path: str, declared: bool, is_dir: bool, readable: bool,
+                      free: FreeSpace | None = None, min_free_gb: float | None = None) -> dict[str, Any]:
+    """The controller's data-path checks, run where the launch runs (this machine or the launch host)."""
+    findings = [f for f in [check_data_path(host, path, declared, is_dir, readable),
+                            check_free_space(host, free, min_free_gb)] if f]
     return _report(
         host,
         findings,
         role="controller",
         status=_status(findings),
-        data_path={"path": path, "declared": declared, "state": _data_path_state(is_dir, readable)},
+        data_path=_data_path(path, declared, _data_path_state(is_dir, readable), free),
     )
 
 
@@ -97,8 +107,12 @@ def evaluate_remote(
     stderr: str = "",
     error: str | None = None,
     require_reached: bool = False,
+    min_free_gb: float | None = None,
 ) -> dict[str, Any]:
-    """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it."""
+    """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it.
+
+    ``min_free_gb``: the least free space the data path's file system may have (``flodl_preflight_min_free_gb``).
+    """
     host = str(worker["host"])
     wants_gpus = worker.get("local_devices") == "all"
     base: dict[str, Any] = {
@@ -130,10 +144,11 @@ def evaluate_remote(
 
     findings: list[Finding] = []
     is_dir, readable = bool(probe.dir_ok), bool(probe.read_ok)
-    base["data_path"]["state"] = _data_path_state(is_dir, readable)
-    finding = check_data_path(host, data_path, declared, is_dir, readable)
-    if finding:
-        findings.append(finding)
+    base["data_path"] = _data_path(data_path, declared, _data_path_state(is_dir, readable), probe.free)
+    for finding in (check_data_path(host, data_path, declared, is_dir, readable),
+                    check_free_space(host, probe.free, min_free_gb)):
+        if finding:
+            findings.append(finding)
     finding = check_project_path(host, str(worker.get("path") or ""), probe.project)
     if finding:
         findings.append(finding)

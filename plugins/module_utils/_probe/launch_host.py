@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import GPU_COUNT_SCRIPT, MARK_DIR, MARK_READ, data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (
+    GPU_COUNT_SCRIPT, FreeSpace, data_path_script, free_space_script, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"
@@ -129,6 +130,7 @@ def session_script(
     reach: str | None,
     gpus: bool,
     run_id: str | None,
+    free: bool = False,
     ttl: int = runlock.DEFAULT_TTL,
     origin: str | None = None,
 ) -> str:
@@ -149,6 +151,8 @@ def session_script(
                 f"exec >/dev/null 2>&1; {renew}cat >/dev/null; kill $__flodl_renew 2>/dev/null; "
                 f"{runlock.release_script(project_dir, run_id)}; fi")
     parts += [_IDENTITY, data_path_script(data_path)]
+    if free:
+        parts.append(free_space_script(data_path))
     if gpus:
         parts.append(f"echo {MARK_GPUS}=$({GPU_COUNT_SCRIPT} | tail -n 1)")
     if reach:
@@ -164,6 +168,7 @@ class SessionFacts:
     identity: str | None = None
     dir_ok: bool | None = None
     read_ok: bool | None = None
+    free: FreeSpace | None = None
     gpus: tuple[int, int] | None = None
     lock_state: str | None = None
     old_lock: bytes | None = None
@@ -174,8 +179,8 @@ class SessionFacts:
 
 def parse_session(stdout: str) -> SessionFacts:
     """The facts, from exact sentinel lines only (nothing else the shell printed can fake one)."""
-    facts = SessionFacts()
-    flags = {"1": True, "0": False}
+    shared = parse_probe(stdout or "")  # the parts the workers run too, read by the same parser
+    facts = SessionFacts(dir_ok=shared.dir_ok, read_ok=shared.read_ok, free=shared.free)
     for raw in (stdout or "").splitlines():
         line = raw.strip()
         name, sep, value = line.partition("=")
@@ -184,10 +189,6 @@ def parse_session(stdout: str) -> SessionFacts:
             continue
         if name == MARK_ID and value and all(32 <= ord(ch) < 127 for ch in value):
             facts.identity = value[:255]
-        elif name == MARK_DIR:
-            facts.dir_ok = flags.get(value)
-        elif name == MARK_READ:
-            facts.read_ok = flags.get(value)
         elif name == MARK_GPUS:
             counts = value.split()
             if len(counts) == 2 and all(c.isdigit() for c in counts):

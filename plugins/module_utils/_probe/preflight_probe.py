@@ -20,6 +20,7 @@ MARK_ABI = "__FLODL_ABI__"
 MARK_LDD = "__FLODL_LDD__"
 MARK_PKILL = "__FLODL_PKILL__"
 MARK_GPUS = "__FLODL_GPUS__"
+MARK_FREE = "__FLODL_FREE_KB__"
 MARK_END = "__FLODL_END__"
 _SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
 
@@ -50,6 +51,18 @@ def data_path_script(path: str) -> str:
     )
 
 
+def free_space_script(*paths: str) -> str:
+    """Free kB on the file system of the first of ``paths`` that is a directory: ``MARK=<kB> <dir>``.
+
+    ``MARK=`` alone when none is (what is missing is another check's finding); ``MARK= <dir>`` when df printed
+    no number. ``df -P`` keeps one line per file system, whatever the device name's length.
+    """
+    candidates = " ".join(posix_quote(p) for p in paths)
+    return (f'd=; for c in {candidates}; do if [ -d "$c" ]; then d=$c; break; fi; done; '
+            f'if [ -n "$d" ]; then k=$(df -Pk -- "$d" 2>/dev/null | awk \'NR==2 {{print $4}}\'); '
+            f'echo "{MARK_FREE}=$k $d"; else echo "{MARK_FREE}="; fi')
+
+
 def project_script(path: str) -> str:
     """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
     q = posix_quote(path)
@@ -57,9 +70,14 @@ def project_script(path: str) -> str:
             f"else echo {MARK_PROJECT}=0; fi")
 
 
-def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None) -> str:
-    """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited."""
+def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None, free: bool = False) -> str:
+    """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited.
+
+    ``free``: the free space on the data path's file system (``flodl_preflight_min_free_gb``).
+    """
     parts = [data_path_script(data_path)]
+    if free:
+        parts.append(free_space_script(data_path))
     if project is not None:
         parts.append(project_script(project))
     if abi:
@@ -75,6 +93,20 @@ def remote_command(script: str) -> str:
     return "sh -c " + posix_quote(script)
 
 
+@dataclass(frozen=True)
+class FreeSpace:
+    """What the free-space part printed: kB free (None when df printed no number) on ``path``'s file system."""
+
+    kb: int | None
+    path: str
+
+
+def parse_free(value: str) -> FreeSpace:
+    """``<kB> <dir>`` as free_space_script prints it after its mark."""
+    kb, _sep, path = value.strip().partition(" ")
+    return FreeSpace(int(kb) if kb.isdigit() else None, path.strip())
+
+
 @dataclass
 class ProbeOutput:
     """What a probe printed; ``None`` for a section that did not run or did not answer."""
@@ -86,6 +118,7 @@ class ProbeOutput:
     ldd: str | None = None
     pkill: str | None = None
     gpus: str | None = None
+    free: FreeSpace | None = None  # None when not asked
     complete: bool = False
     sections: dict[str, list[str]] = field(default_factory=dict)
 
@@ -105,6 +138,9 @@ def parse_probe(stdout: str) -> ProbeOutput:
             continue
         if line.startswith(MARK_READ + "="):
             out.read_ok = _flag(line[len(MARK_READ) + 1:])
+            continue
+        if line.startswith(MARK_FREE + "="):
+            out.free = parse_free(line[len(MARK_FREE) + 1:])
             continue
         if line.startswith(MARK_PROJECT + "="):
             out.project = line[len(MARK_PROJECT) + 1:].strip()

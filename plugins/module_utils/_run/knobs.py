@@ -21,6 +21,8 @@ NUMBERS = (
     ("flodl_launch_timeout", "launch", 0.0, True, "seconds the launch may run (0: no limit)", "0 or 86400"),
     ("flodl_launch_grace_seconds", "launch", 0.0, True, "seconds between TERM and KILL when a launch stops", "10"),
     ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds a worker's probe may take", "30"),
+    ("flodl_preflight_min_free_gb", "preflight", 0.0, True,
+     "GB that must be free on each data path and on the build's target dir (0: not checked)", "20"),
     ("flodl_launch_output_batch_seconds", "launch", 0.0, True, "longest wait of an output line before it is shown",
      "2"),
     ("flodl_launch_connect_timeout", "launch", 0.0, True,

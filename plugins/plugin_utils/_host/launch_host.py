@@ -82,7 +82,7 @@ def this_run_id() -> str:
 
 
 def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: bool, reach: bool = True,
-          gpus: bool = False) -> Session | None:
+          gpus: bool = False, free: bool = False) -> Session | None:
     """Open the launch host's session, or None without a launch host. Raises RemoteLaunchError (not in inventory)."""
     host = launch_host_of(task_vars, action._templar)
     if host is None:
@@ -97,7 +97,7 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
     run_id = this_run_id() if lock else None
     origin = runlock.lock_name(ctx.controller_identity)
     script = lh.session_script(ctx.project_dir, data_path=path, reach=reach_script(argvs) if argvs else None,
-                               gpus=gpus, run_id=run_id, ttl=run_lock_ttl(task_vars, action._templar), origin=origin)
+                               gpus=gpus, free=free, run_id=run_id, ttl=run_lock_ttl(task_vars, action._templar), origin=origin)
     argv = probe_argv({"host": host, "ssh": strict_ssh(ssh)}, "sh -c " + always_quote(script))
     errors = tempfile.TemporaryFile()
     proc = subprocess.Popen(

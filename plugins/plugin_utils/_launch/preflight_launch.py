@@ -67,11 +67,14 @@ class LaunchFollows:
                 return [refusal], LOCK_NOT_TAKEN
         return [], INVALID_CONFIG
 
-    def start(self) -> list[str]:
-        """Start what runs beside the sweep: the launch host's session; problems when it cannot start."""
+    def start(self, free: bool = False) -> list[str]:
+        """Start what runs beside the sweep: the launch host's session; problems when it cannot start.
+
+        ``free``: the session also measures the free space on the data path (``flodl_preflight_min_free_gb``).
+        """
         self.live = runlock.live_binaries(self._ctx.remotes, self._ctx.cmd) if self._lock_on else {}
         try:
-            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True)
+            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True, free=free)
         except RemoteLaunchError as exc:
             return [f"controller: {exc}"]
         # The masters the probe leaves serve the launcher's fan-out: only when it runs here.

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
+from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
+    ERROR, TARGET_DIR_SPACE, check_free_space)
+from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import TARGET_CLUSTER_REL, path_under
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
@@ -41,14 +44,19 @@ class LaunchFollows(Protocol):
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
 
-def local_data_path_state(path: str) -> tuple[bool, bool]:
-    if not os.path.isdir(path):
-        return False, False
+def local_script(script: str) -> str:
+    """What a probe part printed when run here, with the workers' own sh (one protocol for every host)."""
     try:
-        os.listdir(path)
-    except OSError:
-        return True, False
-    return True, True
+        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout
+
+
+def target_dirs(ctx: RunContext) -> tuple[str, ...]:
+    """Where the builds write on the build host, the first that exists measured: target/cluster, target, the root."""
+    root = ctx.project_root
+    return (path_under(root, TARGET_CLUSTER_REL), path_under(root, "target"), path_under(root, ""))
 
 
 def local_gpu_text() -> str:
@@ -61,18 +69,22 @@ def local_gpu_text() -> str:
     return proc.stdout
 
 
-def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
+def controller_report(ctx: RunContext, launch: SessionResult | None = None,
+                      min_free_gb: float | None = None) -> dict[str, Any]:
     """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
     path, declared = effective_data_path(ctx.cluster["controller"])
     if launch is None:
-        is_dir, readable = local_data_path_state(path)
-        report = pf_verdict.controller_report(ctx.controller_identity, path, declared, is_dir, readable)
+        here = pf_probe.parse_probe(local_script(pf_probe.probe_script(path, abi=False, gpus=False,
+                                                                       free=bool(min_free_gb))))
+        report = pf_verdict.controller_report(ctx.controller_identity, path, declared, bool(here.dir_ok),
+                                              bool(here.read_ok), here.free, min_free_gb)
     elif not launch.facts.complete:
         report = pf_verdict.controller_report(launch.host, path, declared, True, True)
         report["data_path"]["state"] = "unknown"
     else:
         report = pf_verdict.controller_report(launch.facts.identity or launch.host, path, declared,
-                                              bool(launch.facts.dir_ok), bool(launch.facts.read_ok))
+                                              bool(launch.facts.dir_ok), bool(launch.facts.read_ok),
+                                              launch.facts.free, min_free_gb)
     if launch is not None:
         report["launch_host"] = launch.host
         report["errors"] = [*launch.errors, *report["errors"]]
@@ -91,6 +103,7 @@ def sweep(
     max_parallel: int,
     follow: LaunchFollows | None = None,
     require_all: bool = False,
+    min_free_gb: float | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
@@ -98,7 +111,8 @@ def sweep(
     the run-lock check to the same probes, reads the launch host's session once the workers answered,
     and judges each worker for the launch; each probe leaves a master connection in its ``reuse_dir``
     for the launcher's fan-out (module_utils._ssh.sshreuse). ``require_all``: a worker whose probe could not run
-    fails (``flodl_preflight_require_all``) instead of warning.
+    fails (``flodl_preflight_require_all``) instead of warning. ``min_free_gb``: the least free space on each
+    data path and on the build host's target dir (``flodl_preflight_min_free_gb``).
     """
     reuse_dir = follow.reuse_dir if follow is not None else None
     jobs: dict[str, list[str]] = {}
@@ -108,7 +122,8 @@ def sweep(
             continue
         path, declared = effective_data_path(worker)
         script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
-                                       project=str(worker["path"]) if worker.get("path") else None)
+                                       project=str(worker["path"]) if worker.get("path") else None,
+                                       free=bool(min_free_gb))
         if follow is not None:
             script += follow.probe_suffix(worker["host"])
         jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
@@ -118,20 +133,31 @@ def sweep(
         jobs[BUILD_HOST_JOB] = build_host_argv
     # A bounded number at once, each probe its whole timeout (plugin_utils._proc.processes.probe_bounds).
     results = run_probes(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
+    build_free = None
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
-        answer = probe.stdout.strip().splitlines()[-1].strip() if probe.ok and probe.stdout.strip() else ""
-        if answer:
+        said = [ln.strip() for ln in (probe.stdout if probe.ok else "").splitlines() if ln.strip()]
+        answer = ([ln for ln in said if not ln.startswith(pf_probe.MARK_FREE)] or [""])[-1]
+        build_free = pf_probe.parse_probe(probe.stdout).free if probe.ok else None
+        if answer and not build_arch:
             build_arch = answer
-        else:
+        elif not answer:
             why = probe.error or pf_probe.last_line(probe.stderr) or f"exit {probe.returncode}"
             warnings.append(
                 f"build host {ctx.build_host}: could not read its CPU arch ({why}); the arch part of the "
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
+                if not build_arch else f"build host {ctx.build_host}: its probe did not answer ({why}), so its "
+                "free space was not checked (flodl_preflight_min_free_gb). Make it reachable over ssh."
             )
+    elif min_free_gb and ctx.prebuild and build_host_argv is None:
+        build_free = pf_probe.parse_probe(local_script(pf_probe.free_space_script(*target_dirs(ctx)))).free
 
     launch = follow.finish(timeout) if follow is not None else None
-    controller = controller_report(ctx, launch)
+    controller = controller_report(ctx, launch, min_free_gb)
+    space = check_free_space(f"build host {ctx.build_host}", build_free, min_free_gb, TARGET_DIR_SPACE)
+    if space is not None:
+        controller["errors" if space.level == ERROR else "warnings"].append(space.message)
+        controller["status"] = pf_verdict.STATUS_ERROR if controller["errors"] else controller["status"]
     reports: dict[str, dict[str, Any]] = {}
     for worker in ctx.cluster["workers"]:
         host = worker["host"]
@@ -146,7 +172,7 @@ def sweep(
         report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
-            require_reached=require_all,
+            require_reached=require_all, min_free_gb=min_free_gb,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
         if follow is not None:
@@ -156,11 +182,20 @@ def sweep(
 
 
 def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
-                    given: str | None) -> tuple[str | None, list[str] | None]:
-    """(the build host's arch when known here, else the argv that reads it during the sweep)."""
-    if not ctx.prebuild or given:
+                    given: str | None, min_free_gb: float | None = None) -> tuple[str | None, list[str] | None]:
+    """(the build host's arch when known here, else the argv that reads it during the sweep).
+
+    With ``min_free_gb`` a remote build host is asked for its target dir's free space in the same ssh; a local
+    one is measured by the sweep itself.
+    """
+    if not ctx.prebuild:
         return given, None
     if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
-        return os.uname().machine, None
+        return given or os.uname().machine, None
+    if given and not min_free_gb:
+        return given, None
+    script = "uname -m"
+    if min_free_gb:
+        script = pf_probe.remote_command(f"uname -m; {pf_probe.free_space_script(*target_dirs(ctx))}")
     target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
-    return None, probe_argv(target, "uname -m", ctx.project_dir)
+    return given, probe_argv(target, script, ctx.project_dir)
