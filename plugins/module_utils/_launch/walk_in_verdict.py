@@ -112,6 +112,11 @@ def worker_entry(host: str, view: LauncherView, agent_code: int | None, agent_ta
         why = "the window's quorum was not met" if view.quorum_failed else "the launcher never admitted it"
         return entry("failed", f"{host}: did not join within {join_timeout:g} s ({why}); its agent "
                      f"{_ended(agent_code)} and printed:\n{last or '  | (nothing)'}", **data)
+    if view.quorum_failed:
+        # Joined, then sent home when the window closed short: the workers that did not join are charged.
+        return entry("ok", f"{host}: joined with ranks {view.joined[host]}, but the run never started (the window's "
+                     f"quorum was not met: a worker that did not join fails with why); its agent {_ended(agent_code)}",
+                     **data)
     failed = view.failed_ranks.get(host)
     if failed:
         ranks = ", ".join(f"rank {r} exited with code {c}" for r, c in failed)

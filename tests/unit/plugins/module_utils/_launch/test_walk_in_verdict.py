@@ -56,6 +56,16 @@ def test_a_launcher_failure_nobody_is_named_for_is_the_launch_steps():
     assert not wv.unattributed(wv.LauncherView(), 0, ["h1"])
 
 
+def test_a_worker_that_joined_is_not_charged_when_the_quorum_failed_for_another():
+    view = wv.read_launcher(['host "h1" joined with ranks [0]',
+                             "cluster join: FAILED — quorum not met: 1/2 ranks joined within the join_timeout (9 s)"])
+    h1 = wv.worker_entry("h1", view, 1, ["agent: the window closed before the start"], 1, 9, True)
+    assert h1["status"] == "ok" and "joined with ranks [0], but the run never started" in h1["msg"], h1
+    h2 = wv.worker_entry("h2", view, 1, ["agent: could not dial the controller"], 1, 9, True)
+    assert h2["status"] == "failed" and h2["msg"].startswith("h2: did not join within 9 s")
+    assert "  | agent: could not dial the controller" in h2["msg"]
+
+
 def test_one_hosts_view_holds_its_own_entries_only():
     view = wv.view_for("h2", [1, 2], [[2, 7]], True)
     assert view == wv.LauncherView({"h2": [1, 2]}, {"h2": [(2, 7)]}, True)
