@@ -75,9 +75,9 @@ def _open_step_that_failed(tmp_path) -> dict:
             "shell": "/bin/sh", "grace_seconds": 1.0, "launch_host": "localhost", "prepared_var": "flodl_launch_env",
             "walk_in_stage": "open"}
     walk_in = {"run_id": RUN_ID, "host": "127.0.0.1", "port": 9, "open_timeout": 10.0, "agents": {}}
-    opened = walk_in_steps.run_stage(SimpleNamespace(_templar=None), {"flodl_launch_env": {"walk_in": walk_in},
-                                                                     "hostvars": {}},
-                                     {}, args, str(tmp_path / "logs"), SimpleNamespace(display=lambda _t: None))
+    task_vars = {"flodl_launch_env": {"walk_in": walk_in}, "hostvars": {}}
+    opened = walk_in_steps.run_stage(SimpleNamespace(_templar=None), task_vars, {}, args, str(tmp_path / "logs"),
+                                     SimpleNamespace(display=lambda _t: None))
     assert opened["failed"] is True, opened
     return opened
 

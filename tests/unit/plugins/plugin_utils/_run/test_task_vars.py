@@ -52,8 +52,8 @@ class Untouchable(dict):
 def test_registered_at_copies_only_the_entry_it_names():
     agents = {"h1": {"env": {"A": "1"}, "note": [AnsibleOwnObject()]}, "h2": Untouchable(x=1)}
     task_vars = {"flodl_launch_env": {"walk_in": {"run_id": "r", "agents": agents}}}
-    assert registered_at(task_vars, "flodl_launch_env", "walk_in", "agents", "h1") == {"env": {"A": "1"},
-                                                                                        "note": [None]}
+    own = registered_at(task_vars, "flodl_launch_env", "walk_in", "agents", "h1")
+    assert own == {"env": {"A": "1"}, "note": [None]}
     assert registered_at(task_vars, "flodl_launch_env", "walk_in", "run_id") == "r"
     assert registered_at(task_vars, "flodl_launch_env", "walk_in", "agents", "h9") is None
     assert registered_at(task_vars, "flodl_launch_env", "walk_in", "run_id", "deeper", default={}) == {}
