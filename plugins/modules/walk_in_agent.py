@@ -19,6 +19,11 @@ description:
     worker's C(env) and NCCL interface) on the command's stdin, never on its command line, and starts the
     prebuilt binary in a clean environment and a session of its own, its output in a private file in the
     connection user's temporary directory. It returns at once with the agent's pid.
+  - O(stage=start) starts nothing when the launcher's join window did not open (the result registered as
+    O(window_var) failed, was skipped or is missing); each worker then fails at once, naming O(launch_host) and
+    pointing at the launch step's output.
+  - Each worker reads only its own entries of the registered results (its agent, the launcher's view of its
+    host), never the other workers', so the cost per worker does not grow with the cluster.
   - O(stage=collect), after the launcher ended, stops what is left of the agent's session, reads its exit code
     and last lines, removes its file, and decides this worker's entry from what the launcher reported about
     its host (joined, a rank's exit code) and how its agent ended. It does not fail the task itself; a
@@ -41,6 +46,14 @@ options:
     description: For O(stage=collect), the registered result of the launcher's follow step.
     type: str
     default: flodl_launch_follow
+  window_var:
+    description: For O(stage=start), the registered result of the launcher's open step (its join window).
+    type: str
+    default: flodl_launch_window
+  launch_host:
+    description: Where the launcher runs (C(flodl_launch_host)), named when its window did not open.
+    type: str
+    default: localhost
 attributes:
   check_mode:
     description: Check mode contacts no host and starts nothing.

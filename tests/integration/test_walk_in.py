@@ -181,6 +181,45 @@ def test_a_killed_walk_in_job_leaves_nothing_on_the_workers_or_here(
         reader.join(timeout=5)
 
 
+def test_a_worker_whose_agent_never_joins_fails_alone_and_nothing_is_left_running(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """h2's agent starts but can never reach the window (its own namespace refuses the window's port): h2 fails in
+    PLAY RECAP with the join bound and what its agent printed; h1 and h3, which joined, are not charged (the window
+    closed short of its quorum); nothing of the run is left on any worker or here."""
+    from conftest import run_ansible
+    from play_output import failed_in_recap, results, task_results
+    from test_launch import PLAYBOOKS, project_vars, rank_processes, worker_vars
+
+    cluster = cluster3
+    project = copy_project(netns_shared_dir / "proj")
+    inv = cluster.write_inventory(
+        tmp_path / "inv.json", project_vars(project, cluster, flodl_controller_join={"join_timeout": 10}),
+        worker_vars(project, {h: "precompiled/cu128" for h in ("h1", "h2", "h3")}, {"h1": [0], "h2": [0], "h3": [0]}))
+    # Only h2's own outgoing connections to the window's port (flodl's default 1337) are refused: its ssh is not.
+    block = cluster.ssh("h2", "ip rule add ipproto tcp dport 1337 prohibit")
+    assert block.returncode == 0, block.stderr
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_mode=walk_in"])
+    out = proc.stdout
+    assert proc.returncode != 0 and failed_in_recap(out) == ["h2"], out + proc.stderr
+    assert 'host "h1" joined with ranks [' in out and 'host "h3" joined with ranks [' in out
+    assert 'host "h2" joined' not in out and "quorum not met" in out
+    msg = results(out)["h2"]["msg"]
+    assert "launch: h2: did not join within 10 s (the window's quorum was not met); its agent exited with code 1" \
+        in msg, msg
+    assert "  | agent: could not dial the controller at " in msg, msg  # its agent's own output
+    # h1 and h3 joined, were sent home when the window closed, and report their build (changed), no failure.
+    reported = task_results(out, "Launch | Result of this worker")
+    assert reported == {"h1": "changed", "h2": "fatal", "h3": "changed"}, reported
+    assert set(results(out)) == {"h2"}
+    # Nothing of the run is left: no agent or rank on any worker (listed inside each namespace), no launcher here.
+    marker = f"{project}/target/cluster/"
+    for host in ("h1", "h2", "h3"):
+        listed = cluster.ssh(host, "ps -eo pid,args")
+        assert listed.returncode == 0 and marker not in listed.stdout, (host, listed.stdout)
+    assert rank_processes(marker) == [] and _launchers(project) == []
+
+
 def _launchers(project) -> list[int]:
     """The stand-in launcher processes of this project, on this machine."""
     found = []

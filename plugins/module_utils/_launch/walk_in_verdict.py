@@ -64,6 +64,38 @@ def view_of(data: Any) -> LauncherView:
     return LauncherView(joined, failed, bool(data.get("quorum_failed")))
 
 
+def view_for(host: str, joined: Any, failed_ranks: Any, quorum_failed: Any) -> LauncherView:
+    """The launcher's view of one host only, from its registered entries (each worker reads just its own)."""
+    mine: dict[str, Any] = {"quorum_failed": quorum_failed}
+    if isinstance(joined, list):
+        mine["joined"] = {host: joined}
+    if isinstance(failed_ranks, list):
+        mine["failed_ranks"] = {host: failed_ranks}
+    return view_of(mine)
+
+
+def window_problem(opened: Any) -> str | None:
+    """Why the registered open step (run_launcher, walk_in_stage=open) left no join window; None when it did."""
+    if not isinstance(opened, Mapping):
+        return "nothing is registered for it: the step did not run"
+    if opened.get("skipped"):
+        return "the step was skipped"
+    if opened.get("failed"):
+        return f"the step failed: {str(opened.get('msg') or 'no message')[:300]}"
+    launcher = opened.get("launcher")
+    if not isinstance(launcher, Mapping) or not isinstance(launcher.get("pid"), int):
+        return "the step registered no launcher"
+    return None
+
+
+def no_window_entry_msg(host: str, launch_host: str, why: str, window_var: str) -> str:
+    """A worker's start refused for want of a window: where, why it matters, and where to look."""
+    return (f"{host}: its walk-in agent was not started: the launcher's join window on {launch_host} did not open "
+            f"({why}). An agent with no window to dial would run as a plain process, outside the run. See the "
+            f"output of the launch step that opens the window (registered as {window_var}), fix what it reports, "
+            "and run the play again.")
+
+
 def worker_entry(host: str, view: LauncherView, agent_code: int | None, agent_tail: Sequence[str],
                  launcher_rc: int | None, join_timeout: float, started: bool, start_problem: str = "") -> dict[str, Any]:
     """One worker's phase entry (module_utils._core.phase_result) from the launcher's view and its agent's end.
@@ -80,6 +112,11 @@ def worker_entry(host: str, view: LauncherView, agent_code: int | None, agent_ta
         why = "the window's quorum was not met" if view.quorum_failed else "the launcher never admitted it"
         return entry("failed", f"{host}: did not join within {join_timeout:g} s ({why}); its agent "
                      f"{_ended(agent_code)} and printed:\n{last or '  | (nothing)'}", **data)
+    if view.quorum_failed:
+        # Joined, then sent home when the window closed short: the workers that did not join are charged.
+        return entry("ok", f"{host}: joined with ranks {view.joined[host]}, but the run never started (the window's "
+                     f"quorum was not met: a worker that did not join fails with why); its agent {_ended(agent_code)}",
+                     **data)
     failed = view.failed_ranks.get(host)
     if failed:
         ranks = ", ".join(f"rank {r} exited with code {c}" for r, c in failed)

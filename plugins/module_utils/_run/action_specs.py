@@ -109,6 +109,8 @@ WALK_IN_AGENT: dict[str, Any] = {
         "prepared_var": {"type": "str", "default": "flodl_launch_env"},
         "started_var": {"type": "str", "default": "flodl_agent_start"},
         "launcher_var": {"type": "str", "default": "flodl_launch_follow"},
+        "window_var": {"type": "str", "default": "flodl_launch_window"},
+        "launch_host": {"type": "str", "default": "localhost"},
     },
 }
 

@@ -50,6 +50,22 @@ def registered(task_vars: Mapping[str, Any], name: str, default: Any = None) -> 
     return json.loads(json.dumps(task_vars[name], default=lambda _obj: None))
 
 
+def registered_at(task_vars: Mapping[str, Any], name: str, *path: str, default: Any = None) -> Any:
+    """One entry of a registered result (``path``: the keys down to it), as plain Python values, not templated.
+
+    Only that entry is copied: a worker reading its own agent from a result that holds every worker's reads
+    O(1) of it, where :func:`registered` would copy the whole result once per worker (O(N) each, O(N^2) in all).
+    """
+    if name not in task_vars:
+        return default
+    value = task_vars[name]
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return default
+        value = value[key]
+    return json.loads(json.dumps(value, default=lambda _obj: None))
+
+
 def as_bool(value: Any) -> bool | None:
     """Ansible's boolean rules (survey and ``-e`` values arrive as text); None when not a boolean."""
     return parse_bool(value)

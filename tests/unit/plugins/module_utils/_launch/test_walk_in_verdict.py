@@ -54,3 +54,31 @@ def test_an_agent_that_was_not_started_fails_with_why():
 def test_a_launcher_failure_nobody_is_named_for_is_the_launch_steps():
     assert wv.unattributed(wv.read_launcher(['host "h1" joined with ranks [0]']), 2, ["h1"])
     assert not wv.unattributed(wv.LauncherView(), 0, ["h1"])
+
+
+def test_a_worker_that_joined_is_not_charged_when_the_quorum_failed_for_another():
+    view = wv.read_launcher(['host "h1" joined with ranks [0]',
+                             "cluster join: FAILED — quorum not met: 1/2 ranks joined within the join_timeout (9 s)"])
+    h1 = wv.worker_entry("h1", view, 1, ["agent: the window closed before the start"], 1, 9, True)
+    assert h1["status"] == "ok" and "joined with ranks [0], but the run never started" in h1["msg"], h1
+    h2 = wv.worker_entry("h2", view, 1, ["agent: could not dial the controller"], 1, 9, True)
+    assert h2["status"] == "failed" and h2["msg"].startswith("h2: did not join within 9 s")
+    assert "  | agent: could not dial the controller" in h2["msg"]
+
+
+def test_one_hosts_view_holds_its_own_entries_only():
+    view = wv.view_for("h2", [1, 2], [[2, 7]], True)
+    assert view == wv.LauncherView({"h2": [1, 2]}, {"h2": [(2, 7)]}, True)
+    assert wv.view_for("h3", None, None, None) == wv.LauncherView()
+
+
+@pytest.mark.parametrize("opened, why", [
+    ({"launcher": {"pid": 4242}, "changed": True}, None),
+    ({"failed": True, "msg": "flodl launch: the launcher ended before its join window opened"},
+     "the step failed: flodl launch: the launcher ended before its join window opened"),
+    ({"skipped": True}, "the step was skipped"),
+    (None, "nothing is registered for it: the step did not run"),
+    ({"launcher": {"pid": "4242"}}, "the step registered no launcher"),
+])
+def test_the_open_steps_result_says_whether_a_window_is_open(opened, why):
+    assert wv.window_problem(opened) == why
