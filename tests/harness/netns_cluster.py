@@ -38,6 +38,8 @@ Quirks (``HostSpec`` fields):
 - ``unreadable_paths``: a root-owned 0700 directory (0600 file for a file) is
   bind-mounted over the path (created as a directory if absent, on the shared
   filesystem).  Only a non-root ``user`` notices.
+- ``small_paths``: a 64 MiB tmpfs is mounted on each path in that host's mount namespace (the directory is
+  created first, on the shared filesystem for a shared path): a file system too small, seen by that host only.
 - ``no_pkill``: a read-only overlay on /usr/bin with a whiteout for pkill.
 - ``unreachable``: the host gets an address on the bridge but no namespace
   and no sshd: connections fail with "No route to host" within about 1 s.
@@ -154,13 +156,14 @@ class HostSpec:
     musl_ldd: bool = False
     missing_paths: list[str] = field(default_factory=list)
     unreadable_paths: list[str] = field(default_factory=list)
+    small_paths: list[str] = field(default_factory=list)
     no_pkill: bool = False
     unreachable: bool = False
 
     def __post_init__(self) -> None:
         if not _HOSTNAME_RE.match(self.name):
             raise ValueError(f"bad host name {self.name!r}: use a short hostname like h1")
-        for p in [*self.missing_paths, *self.unreadable_paths]:
+        for p in [*self.missing_paths, *self.unreadable_paths, *self.small_paths]:
             if not os.path.isabs(p):
                 raise ValueError(f"{self.name}: quirk paths must be absolute: {p!r}")
 
@@ -540,6 +543,8 @@ class Cluster:
                 src.mkdir()
                 os.chmod(src, 0o700)
             sh.append(f"mount --bind {q(str(src))} {q(path)}")
+        for path in spec.small_paths:
+            sh += [f"mkdir -p {q(path)}", f"mount -t tmpfs -o mode=0755,size=64m flodl-small {q(path)}"]
         sshd = f"/usr/sbin/sshd -D -e -f {q(str(hd / 'sshd_config'))}"
         if spec.arch_i686:
             sshd = "setarch i686 " + sshd

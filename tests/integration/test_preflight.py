@@ -454,3 +454,35 @@ def test_missing_declared_controller_data_path_is_an_error(
         assert msg.startswith("the controller failed preflight, so the run stops: ")
         assert str(gone) in msg and "declared data path" in msg
     assert "Result of this worker" in proc.stdout
+
+
+def test_min_free_gb_fails_a_small_data_path_and_a_small_build_target(
+    installed_collection, netns_cluster_factory, tmp_path, netns_shared_dir
+):
+    """flodl_preflight_min_free_gb (issue 36): a 64 MiB tmpfs under h2's data path, then under h1's view of the
+    project's target dir with h1 as the build host; the shared disk everywhere else."""
+    paths = _layout(netns_shared_dir)
+    small, target = "/tmp/flodl-small", str(paths["proj"] / "target")
+    cluster = netns_cluster_factory([HostSpec("h1", small_paths=[target]), HostSpec("h2", small_paths=[small])],
+                                    shared_root=netns_shared_dir)
+    inv = _inventory(cluster, tmp_path, paths, hosts={"h2": {"flodl_data_path": small}})
+    proc = _play(installed_collection, inv, "-e", "flodl_preflight_min_free_gb=0.5")
+    assert proc.returncode != 0, proc.stdout
+    fails = _host_failures(proc)
+    assert list(fails) == ["h2"], fails
+    assert fails["h2"].startswith(f"h2: only 0.06 GB free on the data path {small}, below "
+                                  "flodl_preflight_min_free_gb (0.5 GB)") and "Fix:" in fails["h2"], fails["h2"]
+    assert _recap(proc.stdout)["h1"]["failed"] == 0
+
+    # The same run without the knob (or a blank survey answer): not checked, every worker passes.
+    assert _play(installed_collection, inv, "-e", "flodl_preflight_min_free_gb=").returncode == 0
+
+    # h1 builds: its target dir is the small one, which fails the run (every worker's report says why).
+    proc = _play(installed_collection, inv, "-e", "flodl_preflight_min_free_gb=0.5", "-e", "flodl_build_host=h1",
+                 "-e", json.dumps({"flodl_data_path": str(paths["data"])}))
+    assert proc.returncode != 0, proc.stdout
+    fails = _failures(proc.stdout)
+    assert len(fails) == 2, fails
+    for found in fails:
+        assert str(found["msg"]).startswith("the controller failed preflight, so the run stops: build host h1: only "
+                                            f"0.06 GB free on the build's target dir {target}, below "), found

@@ -103,7 +103,7 @@ class FreeSpace:
 
 def parse_free(value: str) -> FreeSpace:
     """``<kB> <dir>`` as free_space_script prints it after its mark."""
-    kb, _sep, path = value.strip().partition(" ")
+    kb, _sep, path = value.rstrip().partition(" ")
     return FreeSpace(int(kb) if kb.isdigit() else None, path.strip())
 
 
