@@ -25,9 +25,9 @@ RESULT_KEY = "run_model"  # where a step's result carries the model it built
 TRACE_KEY = "run_model_use"  # how a step got its model: built (validated, connections resolved) or received
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """Everything a phase needs to know about the run, already validated."""
+    """Everything a phase needs to know about the run, already validated; frozen (a copy with ``replace``)."""
 
     cluster: dict[str, Any]
     controller_identity: str
@@ -155,7 +155,8 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         if token is None:
             return None
         join["token"] = token
-    ctx = RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
-                                               "play_hosts", "warnings")})
-    ctx.vaulted = dict(zip(secrets, vaulted))
-    return ctx
+    return RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
+                                                "play_hosts", "warnings")}, vaulted=dict(zip(secrets, vaulted)))
+
+
+Run = RunContext  # the name issue 36 gives the run's one value

@@ -12,6 +12,7 @@ plugins that import them from this module.
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,7 +83,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     if received is not None:
         ctx, source = received
         vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
-        ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
+        ctx = replace(ctx, trace=run_handoff.trace(source, validations=0, resolved=0))
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
     # walk_in starts each worker's agent over Ansible's own connection, become included: nothing to refuse there.
@@ -98,9 +99,8 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
 
     ctx = build_context(task_vars, templar, phases, resolve, before=become)
     vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
-    ctx.trace = run_handoff.trace("built", validations=1, resolved=len(resolved))
-    if connections:
-        ctx.handoff = to_model(ctx, phases, connections, print_)
+    ctx = replace(ctx, trace=run_handoff.trace("built", validations=1, resolved=len(resolved)),
+                  handoff=to_model(ctx, phases, connections, print_) if connections else None)
     display.vvv(f"flodl run model: built for {', '.join(sorted(set(phases)))} (validated once, "
                 f"{len(resolved)} worker connection(s) resolved)")
     return ctx
