@@ -21,6 +21,7 @@ READER = {
     "plugin_utils/_run/task_vars.py",
     "plugin_utils/_run/run_handoff.py",
     "plugin_utils/_run/vault_values.py",
+    "plugin_utils/_run/run_settings.py",
     # Builds the cluster from each worker's inventory variables; only the reader calls it (with those variables).
     "module_utils/_cluster/topology.py",
     # A worker's own ``flodl_ssh`` block, from the variables the reader hands it.
@@ -42,26 +43,6 @@ ALLOWED = {
     ("plugin_utils/_launch/detached_io.py", "flodl_project_dir"),
     ("plugin_utils/_launch/detached_io.py", "flodl_controller_path"),
     ("plugin_utils/_host/launch_target.py", "flodl_launch_forward_agent"),
-    # Not moved yet: knobs read by the step that uses them (to become RunContext fields).
-    ("action/cargo_prebuild.py", "flodl_build_timeout"),
-    ("action/cargo_prebuild.py", "flodl_launch_mode"),
-    ("action/cargo_prebuild.py", "flodl_prebuild_dedupe"),
-    ("action/cargo_prebuild.py", "flodl_prebuild_env"),
-    ("action/launch_env.py", "flodl_testing_cluster"),
-    ("action/launch_status.py", "flodl_launch"),
-    ("action/launch_status.py", "flodl_run_id"),
-    ("action/preflight_check.py", "flodl_preflight_require_all"),
-    ("plugin_utils/_host/launch_host.py", "flodl_run_lock_ttl"),
-    ("plugin_utils/_host/launch_target.py", "flodl_launch_docker"),
-    ("plugin_utils/_host/launch_target.py", "flodl_launch_host"),
-    ("plugin_utils/_host/runlock_io.py", "flodl_run_lock"),
-    ("plugin_utils/_host/runlock_io.py", "flodl_run_lock_ttl"),
-    ("plugin_utils/_launch/launch_precheck.py", "flodl_launch_container_root"),
-    ("plugin_utils/_launch/launch_precheck.py", "flodl_launch_mode"),
-    ("plugin_utils/_launch/launch_precheck.py", "flodl_testing_cluster"),
-    ("plugin_utils/_launch/preflight_launch.py", "flodl_run_lock"),
-    ("plugin_utils/_launch/sshreuse_io.py", "flodl_launch_detach"),
-    ("plugin_utils/_launch/sshreuse_io.py", "flodl_ssh_reuse"),
 }
 
 _SOURCE = re.compile(r"task_vars|hostvars|host_vars")
@@ -109,10 +90,9 @@ def _reads(tree: ast.AST, constants: dict[str, str]) -> set[str]:
             if isinstance(func, ast.Attribute) and func.attr == "get" and _source(func.value) and node.args:
                 keys.append(_key(node.args[0], constants))
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            keys.append(_HELPERS.get(name))
             args = [*node.args, *(k.value for k in node.keywords)]
             if any(isinstance(a, (ast.Name, ast.Attribute)) and _source(a) for a in args):
-                keys += [_key(a, constants) for a in args]
+                keys += [_HELPERS.get(name), *(_key(a, constants) for a in args)]
         elif isinstance(node, ast.Subscript) and _source(node.value):
             keys.append(_key(node.slice, constants))
         elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
@@ -156,6 +136,7 @@ display("set flodl_g")
 other.get("flodl_h")
 (task_vars.get("groups") or {}).get("flodl_workers")
 walks_in(task_vars, templar, phases)
+ctx.settings.walks_in(phases)
 '''
     tree = ast.parse(code)
     assert _reads(tree, {"KEY": "flodl_b"}) == {"flodl_a", "flodl_b", "flodl_c", "flodl_d", "flodl_e", "flodl_f",
