@@ -15,6 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import as_bool, registered, var
 
+
 def walks_in(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> bool:
     """Whether this run launches in ``walk_in`` mode (``flodl_launch_mode``; blank means fanout)."""
     return "launch" in phases and _launch_mode(task_vars, templar) == "walk_in"

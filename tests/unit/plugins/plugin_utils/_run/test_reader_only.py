@@ -139,5 +139,5 @@ walks_in(task_vars, templar, phases)
 ctx.settings.walks_in(phases)
 '''
     tree = ast.parse(code)
-    assert _reads(tree, {"KEY": "flodl_b"}) == {"flodl_a", "flodl_b", "flodl_c", "flodl_d", "flodl_e", "flodl_f",
-                                                    "flodl_launch_mode"}
+    found = _reads(tree, {"KEY": "flodl_b"})
+    assert found == {"flodl_a", "flodl_b", "flodl_c", "flodl_d", "flodl_e", "flodl_f", "flodl_launch_mode"}
