@@ -19,7 +19,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.fold import fo
 from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry, prebuild_entries, run_failed_entries
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import as_bool, plain, read_run, var, walks_in
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import refuse
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
@@ -57,11 +57,10 @@ class ActionModule(ActionBase):
             ctx = read_run(self, task_vars, ["prebuild"], connections=False, become_ok=True)
         except TopologyError as exc:  # every worker's report fails with it (plugin_utils._run.run_refusal)
             return refuse(result, task_vars, exc.problems, exc.per_host)
-        dedupe_raw = plain(self._templar.template(task_vars.get("flodl_prebuild_dedupe", True)))
-        dedupe = as_bool(dedupe_raw)
+        dedupe = ctx.settings.prebuild_dedupe
         if dedupe is None:
-            return refuse(result, task_vars,
-                          [f"controller: flodl_prebuild_dedupe must be true or false, got {dedupe_raw!r}"])
+            return refuse(result, task_vars, [f"controller: flodl_prebuild_dedupe must be true or false, got "
+                                              f"{ctx.settings.prebuild_dedupe_shown}"])
         result.update(run_handoff.fields(ctx))
         if not ctx.prebuild:
             skipped = {ctx.inventory_names.get(w["host"], w["host"]): entry("skipped", "flodl_prebuild is false")
@@ -76,13 +75,12 @@ class ActionModule(ActionBase):
             "cmd_dir": ctx.cmd_dir,
             "docker_service": ctx.cluster["controller"].get("docker") or None,
             "dedupe": dedupe,
-            "build_timeout": float(var(task_vars, self._templar, "flodl_build_timeout", DEFAULT_BUILD_TIMEOUT)),
+            "build_timeout": DEFAULT_BUILD_TIMEOUT if ctx.settings.build_timeout is None else ctx.settings.build_timeout,
             # walk_in starts the controller's own worker from a prebuilt binary too (its agent is no in-process rank).
             "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])}
-                        for w in (ctx.cluster["workers"] if walks_in(task_vars, self._templar, ["launch"])
+                        for w in (ctx.cluster["workers"] if ctx.settings.walks_in(["launch"])
                                   else ctx.remotes)],
-            "env": {str(k): str(v) for k, v in (plain(self._templar.template(
-                task_vars.get("flodl_prebuild_env", {}))) or {}).items()},
+            "env": dict(ctx.settings.prebuild_env),
         }
         with exit_with_parent():  # ansible-playbook killed outright: the ssh to the build host ends too
             built = self._build(module_args, task_vars)

@@ -26,7 +26,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology im
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, as_bool, is_local_host, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, is_local_host, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import launch_host_facts
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_docker, launch_ssh
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import effective_user
@@ -70,18 +70,23 @@ class ActionModule(ActionBase):
             return carried(result, earlier)
         preflight = args["preflight"] or registered(task_vars, launch_io.PREFLIGHT_RESULT_VAR)
         guard = le.recursion_guard(os.environ)
-        # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
-        reuse_dir = sshreuse_io.masters_for_launch(self, task_vars, preflight, guard is not None)
+        reuse_dir = None
         try:
-            return self._prepare(result, task_vars, args, preflight, guard, reuse_dir)
+            try:
+                ctx = read_run(self, task_vars, ["launch"])
+            except TopologyError as exc:
+                reuse_dir = sshreuse_io.left_by(preflight)  # nothing is launched: closed below
+                raise _Refused(exc.problems, per_worker=exc.per_host) from None
+            # The masters the preflight probe left for this run's fan-out (none with flodl_ssh_reuse=false).
+            reuse_dir = sshreuse_io.masters_for_launch(self, ctx, preflight, guard is not None)
+            return self._prepare(result, task_vars, args, preflight, guard, reuse_dir, ctx)
         except _Refused as exc:
             sshreuse_io.close_masters(reuse_dir)  # nothing is launched: nothing will ride them
             return refuse(result, task_vars, exc.problems, exc.per_worker, exc.why)
 
-    def _prepare(self, result, task_vars, args, preflight, guard, reuse_dir):
+    def _prepare(self, result, task_vars, args, preflight, guard, reuse_dir, ctx):
         try:
-            ctx = read_run(self, task_vars, ["launch"])
-            docker_service = launch_docker(args["launch_docker"], task_vars, self._templar, ctx)
+            docker_service = launch_docker(args["launch_docker"], ctx)
         except TopologyError as exc:
             raise _Refused(exc.problems, per_worker=exc.per_host) from None
         # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS), started now: the lookups run
@@ -93,7 +98,7 @@ class ActionModule(ActionBase):
             raise _Refused(unsafe, "the launch log directory is unsafe; nothing was started")
         testing = args["testing_cluster"]
         if testing is None:
-            testing = as_bool(var(task_vars, self._templar, "flodl_testing_cluster", True)) is not False
+            testing = ctx.settings.testing_cluster
         counts: dict[str, tuple[int, int]] = {}
         envelope_text = envelope_source = None
         if guard is None:

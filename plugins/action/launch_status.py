@@ -42,7 +42,8 @@ class ActionModule(ActionBase):
         except TopologyError as exc:
             return fail_result(result, exc.problems)
         result.update(model_fields(ctx, with_model=False))
-        run_id, problem = dt.requested_run_id(args["run_id"], task_vars.get("flodl_run_id"), task_vars.get("flodl_launch"))
+        artifact = {"run_id": ctx.settings.launch_run_id}  # flodl_launch, as the reader found it
+        run_id, problem = dt.requested_run_id(args["run_id"], ctx.settings.run_id, artifact)
         if problem:
             return fail_result(result, [f"controller: {problem}"], "no detached run to report on")
         run, why, records = find_run(ctx.project_dir, run_id)

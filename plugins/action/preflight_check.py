@@ -15,7 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology im
 from ansible_collections.flodl.cluster.plugins.plugin_utils._preflight import preflight_sweep as sweep
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import as_bool, read_run, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_refusal import refuse
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import INVALID_CONFIG
@@ -68,10 +68,9 @@ class ActionModule(ActionBase):
             if problems:
                 return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
             # Checked with the run (module_utils._run.knobs): true, false, or unset/blank (false).
-            require_all = as_bool(var(task_vars, self._templar, "flodl_preflight_require_all")) is True
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                                 timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
-                                require_all=require_all, min_free_gb=min_free)
+                                require_all=ctx.settings.preflight_require_all, min_free_gb=min_free)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

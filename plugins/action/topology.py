@@ -51,7 +51,7 @@ class ActionModule(ActionBase):
         too_big = size_problems(self, task_vars, ctx, args["phases"])
         if too_big:
             return refuse(result, task_vars, too_big)
-        locking, refusal = lock_for_action(self, task_vars, ctx.project_dir) if args["lock"] else (False, None)
+        locking, refusal = lock_for_action(self, task_vars, ctx) if args["lock"] else (False, None)
         if refusal:
             return refuse(result, task_vars, [refusal], why="the run lock was not taken; nothing was started")
         result.update(

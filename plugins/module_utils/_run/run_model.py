@@ -19,15 +19,43 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import REDACTED, holds_secret, remote_workers
 from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import mask, unmask
+from ansible_collections.flodl.cluster.plugins.module_utils._run.runlock import DEFAULT_TTL
 
 MODEL_VERSION = 1
 RESULT_KEY = "run_model"  # where a step's result carries the model it built
 TRACE_KEY = "run_model_use"  # how a step got its model: built (validated, connections resolved) or received
 
 
-@dataclass
+@dataclass(frozen=True)
+class RunSettings:
+    """The phases' play-level knobs, read once by the reader (their rules: module_utils._run.knobs)."""
+
+    launch_mode: str = ""  # flodl_launch_mode, stripped: walk_in, fanout or blank (fanout)
+    prebuild_dedupe: bool | None = True  # flodl_prebuild_dedupe; None: not a boolean (the prebuild refuses it)
+    prebuild_dedupe_shown: str = "True"  # its value as that refusal shows it
+    build_timeout: float | None = None  # flodl_build_timeout; None: the build's default
+    prebuild_env: dict[str, str] = field(default_factory=dict)  # flodl_prebuild_env
+    preflight_require_all: bool = False  # flodl_preflight_require_all
+    testing_cluster: bool = True  # flodl_testing_cluster
+    launch_container_root: str | None = None  # flodl_launch_container_root; None: unset (the launch's default)
+    launch_docker: str | bool | None = None  # flodl_launch_docker
+    launch_docker_type: str = ""  # the type of a flodl_launch_docker that is neither text nor boolean (refused)
+    launch_host: str = "localhost"  # flodl_launch_host
+    launch_forward_agent: bool = False  # flodl_launch_forward_agent
+    ssh_reuse: bool = True  # flodl_ssh_reuse, off for a detached launch (flodl_launch_detach)
+    run_lock: bool = True  # flodl_run_lock
+    run_lock_ttl: int = DEFAULT_TTL  # flodl_run_lock_ttl, bounded
+    run_id: str | None = None  # flodl_run_id, as given (launch_status checks it)
+    launch_run_id: str | None = None  # flodl_launch.run_id: the start job's artifact
+
+    def walks_in(self, phases: list[str]) -> bool:
+        """Whether this run launches in ``walk_in`` mode (blank means fanout)."""
+        return "launch" in phases and self.launch_mode == "walk_in"
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """Everything a phase needs to know about the run, already validated."""
+    """Everything a phase needs to know about the run, already validated; frozen (a copy with ``replace``)."""
 
     cluster: dict[str, Any]
     controller_identity: str
@@ -44,6 +72,7 @@ class RunContext:
     play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
     inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
     warnings: list[str] = field(default_factory=list)
+    settings: RunSettings = field(default_factory=RunSettings)
     # How this step got the model (run_handoff.trace), and the model it built for the later steps: not in the model.
     trace: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     handoff: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -76,6 +105,14 @@ _SHAPE: dict[str, tuple[type, ...]] = {
 
 
 _NOT_MODEL = ("trace", "handoff", "vaulted")
+# RunSettings field -> the types its value may have.
+_SETTINGS_SHAPE: dict[str, tuple[type, ...]] = {
+    "launch_mode": (str,), "prebuild_dedupe": (bool, type(None)), "prebuild_dedupe_shown": (str,),
+    "build_timeout": (float, int, type(None)), "preflight_require_all": (bool,), "testing_cluster": (bool,),
+    "launch_container_root": (str, type(None)), "launch_docker": (str, bool, type(None)), "launch_docker_type": (str,),
+    "launch_host": (str,), "launch_forward_agent": (bool,), "ssh_reuse": (bool,), "run_lock": (bool,),
+    "run_lock_ttl": (int,), "run_id": (str, type(None)), "launch_run_id": (str, type(None)),
+}
 
 
 def fingerprint(inputs: Any) -> str:
@@ -110,6 +147,18 @@ def _cluster_ok(cluster: Any) -> bool:
     workers = cluster.get("workers")
     return (isinstance(cluster["controller"].get("path"), str) and isinstance(workers, list)
             and all(isinstance(w, Mapping) and isinstance(w.get("host"), str) for w in workers))
+
+
+def _settings(data: Any) -> RunSettings | None:
+    """The settings a model carries, when each has its shape."""
+    if not isinstance(data, Mapping) or any(not isinstance(data.get(k), t) for k, t in _SETTINGS_SHAPE.items()):
+        return None
+    env = data.get("prebuild_env")
+    if isinstance(data["run_lock_ttl"], bool) or isinstance(data["build_timeout"], bool) or not isinstance(env, Mapping):
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        return None
+    return RunSettings(**{k: data[k] for k in _SETTINGS_SHAPE}, prebuild_env=dict(env))
 
 
 def from_model(model: Any, phases: list[str], connections: bool, print_: str,
@@ -155,7 +204,12 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         if token is None:
             return None
         join["token"] = token
-    ctx = RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
-                                               "play_hosts", "warnings")})
-    ctx.vaulted = dict(zip(secrets, vaulted))
-    return ctx
+    settings = _settings(values.get("settings"))
+    if settings is None:
+        return None
+    return RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
+                                                "play_hosts", "warnings")}, settings=settings,
+                      vaulted=dict(zip(secrets, vaulted)))
+
+
+Run = RunContext  # the name issue 36 gives the run's one value

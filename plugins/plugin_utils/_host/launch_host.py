@@ -30,7 +30,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import a
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import launcher_argv, probe_argv, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import lock_holder
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, run_lock_ttl
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of, launch_ssh
 
 STRICT = "StrictHostKeyChecking=yes"
@@ -84,7 +84,7 @@ def this_run_id() -> str:
 def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: bool, reach: bool = True,
           gpus: bool = False, free: bool = False) -> Session | None:
     """Open the launch host's session, or None without a launch host. Raises RemoteLaunchError (not in inventory)."""
-    host = launch_host_of(task_vars, action._templar)
+    host = launch_host_of(ctx, task_vars, action._templar)
     if host is None:
         return None
     ssh = launch_ssh(action, task_vars, host)
@@ -97,7 +97,7 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
     run_id = this_run_id() if lock else None
     origin = runlock.lock_name(ctx.controller_identity)
     script = lh.session_script(ctx.project_dir, data_path=path, reach=reach_script(argvs) if argvs else None,
-                               gpus=gpus, free=free, run_id=run_id, ttl=run_lock_ttl(task_vars, action._templar), origin=origin)
+                               gpus=gpus, free=free, run_id=run_id, ttl=ctx.settings.run_lock_ttl, origin=origin)
     argv = probe_argv({"host": host, "ssh": strict_ssh(ssh)}, "sh -c " + always_quote(script))
     errors = tempfile.TemporaryFile()
     proc = subprocess.Popen(

@@ -29,14 +29,16 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import 
 )
 
 
-def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: RunContext) -> str | None:
+def launch_docker(given: Any, ctx: RunContext) -> str | None:
     """The compose service of the default launch command, or None for a native launch.
 
     ``flodl_launch_docker`` (or the task argument) names a service; a boolean
     (also a survey's ``"false"``/``"true"`` text) turns the controller's build
     service off or on. Unset follows ``flodl_controller_docker``.
     """
-    value = given if given is not None else var(task_vars, templar, "flodl_launch_docker")
+    if given is None and ctx.settings.launch_docker_type:  # neither text nor a boolean, as the reader found it
+        raise TopologyError([_NOT_A_SERVICE + ctx.settings.launch_docker_type])
+    value = given if given is not None else ctx.settings.launch_docker
     build_service = ctx.cluster["controller"].get("docker")
     if value is None:
         return str(build_service) if build_service else None
@@ -51,9 +53,11 @@ def launch_docker(given: Any, task_vars: Mapping[str, Any], templar: Any, ctx: R
             ])
         return str(build_service)
     if not isinstance(value, str):
-        raise TopologyError([f"controller: flodl_launch_docker must be a compose service name or a boolean, "
-                             f"got {type(value).__name__}"])
+        raise TopologyError([_NOT_A_SERVICE + type(value).__name__])
     return value.strip()
+
+
+_NOT_A_SERVICE = "controller: flodl_launch_docker must be a compose service name or a boolean, got "
 
 
 def remote_launch_argv(
@@ -72,9 +76,9 @@ def remote_launch_argv(
     return probe_argv({"host": host, "ssh": ssh}, script), stdin
 
 
-def launch_host_of(task_vars: Mapping[str, Any], templar: Any) -> str | None:
+def launch_host_of(ctx: RunContext, task_vars: Mapping[str, Any], templar: Any) -> str | None:
     """``flodl_launch_host`` when it is another machine than this one, else None."""
-    name = str(var(task_vars, templar, "flodl_launch_host", "localhost") or "localhost")
+    name = ctx.settings.launch_host
     return None if is_local_host(name, task_vars, templar) else name
 
 

@@ -30,7 +30,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._files.safe_reads im
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import lock_holder
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import read_run, run_lock_enabled, run_lock_ttl
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, read_run
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_for_output
 
@@ -114,18 +114,20 @@ def keep_lease(path: str, run_id: str, playbook_pid: int, ttl: int) -> None:
         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd="/")
 
 
-def lock_for_action(action: Any, task_vars: Mapping[str, Any], project_dir: str) -> tuple[bool, str | None]:
+def lock_for_action(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
+                    project_dir: str | None = None) -> tuple[bool, str | None]:
     """Take the project's lock for this ansible-playbook run from an action plugin: (taken, refusal).
 
     Not in check mode, nor with ``flodl_run_lock=false``. Keyed by the controller's identity
     (``FLODL_HOST_NAME``, else the host name: the one the whole run uses) and this run's id; the
     holder pid is ansible-playbook (the worker's parent). Warnings (a stale lock taken over) are shown.
     """
-    if action._task.check_mode or not run_lock_enabled(task_vars, action._templar):
+    project_dir = ctx.project_dir if project_dir is None else project_dir
+    if action._task.check_mode or not ctx.settings.run_lock:
         return False, None
-    if launch_host_of(task_vars, action._templar) is not None:
+    if launch_host_of(ctx, task_vars, action._templar) is not None:
         return _lock_on_launch_host(action, task_vars, project_dir)
-    ttl = run_lock_ttl(task_vars, action._templar)
+    ttl = ctx.settings.run_lock_ttl
     run_id = lhio.this_run_id()
     identity = runlock.lock_name(controller_hostname(os.environ, run_for_output))
     try:

@@ -36,7 +36,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants im
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import effective_user
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, as_bool, var, walks_in
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_docker, launch_host_of
 
 
@@ -68,13 +68,14 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
         return []
     templar = action._templar
     try:
-        docker_service = launch_docker(None, task_vars, templar, ctx)
+        docker_service = launch_docker(None, ctx)
     except TopologyError:
         return []  # the launch phase reports it
-    remote = launch_host_of(task_vars, templar)
+    remote = launch_host_of(ctx, task_vars, templar)
     reuse = remote is None and sshreuse_io.reuse_wanted(action, task_vars, ctx, phases)
-    testing = as_bool(var(task_vars, templar, "flodl_testing_cluster", True)) is not False
-    container_root = str(var(task_vars, templar, "flodl_launch_container_root", lc.CONTAINER_ROOT))
+    testing = ctx.settings.testing_cluster
+    given_root = ctx.settings.launch_container_root
+    container_root = lc.CONTAINER_ROOT if given_root is None else given_root
     inputs = launch_io.launch_inputs(
         ctx, gpu_counts=one_rank_each(ctx), host_user=controller_user(os.environ, effective_user),
         docker_service=docker_service, container_root=container_root, envelope_text=planned_envelope(ctx),
@@ -86,7 +87,7 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
         plan.env = wi.plan(plan.env, plan.topology or {}, envelope, ctx.inventory_names, 0.0)[0]
     try:
         _plan, fitted = launch_size.render_checked(inputs, _no_lookup, inherited=os.environ, arg_max=default_arg_max(),
-                                                   then=to_walk_in if walks_in(task_vars, templar, phases) else None)
+                                                   then=to_walk_in if ctx.settings.walks_in(phases) else None)
     except (TopologyError, ValueError):
         return []  # an incomplete topology is the launch phase's to report
     return [p.text() for p in fitted.problems]

@@ -22,7 +22,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch i
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_precheck
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, RunContext, run_lock_enabled
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import SshResult
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.runlock_io import lock_for_action
@@ -38,8 +38,8 @@ class LaunchFollows:
         self._task_vars = task_vars
         self._ctx = ctx
         self._phases = phases
-        self._lock_on = run_lock_enabled(task_vars, action._templar)
-        self.remote = launch_host_of(task_vars, action._templar)
+        self._lock_on = ctx.settings.run_lock
+        self.remote = launch_host_of(ctx, task_vars, action._templar)
         self.locking = self._lock_on and not action._task.check_mode
         self.live: dict[str, str] = {}
         self.session: lhio.Session | None = None
@@ -62,7 +62,7 @@ class LaunchFollows:
                     "--execution-environment-volume-mount, AWX: the job's volume), or set flodl_launch_host to the "
                     "machine that has it"], INVALID_CONFIG
         if self.locking and self.remote is None:
-            _taken, refusal = lock_for_action(self._action, self._task_vars, self._ctx.project_dir)
+            _taken, refusal = lock_for_action(self._action, self._task_vars, self._ctx)
             if refusal:
                 return [refusal], LOCK_NOT_TAKEN
         return [], INVALID_CONFIG

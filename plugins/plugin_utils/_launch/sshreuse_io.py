@@ -13,23 +13,20 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh import sshreuse
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, as_bool, var
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_docker
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.sshreuse_watch import close_masters_in, start_watcher
 
-REUSE_VAR = "flodl_ssh_reuse"
 RESULT_KEY = "ssh_control_dir"
 
 
-def enabled(task_vars: Any, templar: Any) -> bool:
+def enabled(ctx: RunContext) -> bool:
     """``flodl_ssh_reuse`` (default true), for a launch that runs attached.
 
     A detached launcher outlives the play while the masters end with the play, so its fan-out makes its own
-    connections.
+    connections (plugin_utils._run.run_settings reads both).
     """
-    if as_bool(var(task_vars, templar, "flodl_launch_detach", False)):
-        return False
-    return as_bool(var(task_vars, templar, REUSE_VAR, True)) is not False
+    return ctx.settings.ssh_reuse
 
 
 # mkdtemp's random part is 8 characters: the directory's length is known before it is made.
@@ -88,13 +85,13 @@ def reuse_wanted(action: Any, task_vars: Any, ctx: RunContext, phases: list[str]
     """Whether the launcher on this box will follow the probe and ride its master connections."""
     if "launch" not in phases or action._task.check_mode or not ctx.remotes:
         return False
-    if not enabled(task_vars, action._templar) or le.recursion_guard(os.environ) is not None:
+    if not enabled(ctx) or le.recursion_guard(os.environ) is not None:
         return False
     if ctx.launch_command:
         in_container = co.is_compose_command(ctx.launch_command)
     else:
         try:
-            in_container = launch_docker(None, task_vars, action._templar, ctx) is not None
+            in_container = launch_docker(None, ctx) is not None
         except TopologyError:
             return False  # the launch phase reports it
     # A launcher inside a container sees no socket of this controller.
@@ -106,15 +103,21 @@ def reuse_dir_for(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
     return make_dir() if reuse_wanted(action, task_vars, ctx, phases) else None
 
 
-def masters_for_launch(action: Any, task_vars: Any, preflight: Any, guarded: bool) -> str | None:
+def left_by(preflight: Any) -> str | None:
+    """The masters' directory the preflight probe left, when it is still there."""
+    found = preflight.get(RESULT_KEY) if isinstance(preflight, dict) else None
+    return found if isinstance(found, str) and os.path.isdir(found) else None
+
+
+def masters_for_launch(action: Any, ctx: RunContext, preflight: Any, guarded: bool) -> str | None:
     """The masters the preflight probe left for this launch, when it will use them; otherwise they are closed.
 
     Not used in check mode (nothing runs), under a launcher's own recursion guard, or with reuse turned off.
     """
-    found = preflight.get(RESULT_KEY) if isinstance(preflight, dict) else None
-    if not isinstance(found, str) or not os.path.isdir(found):
+    found = left_by(preflight)
+    if found is None:
         return None
-    if action._task.check_mode or guarded or not enabled(task_vars, action._templar):
+    if action._task.check_mode or guarded or not enabled(ctx):
         close_masters(found)
         return None
     return found

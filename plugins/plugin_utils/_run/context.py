@@ -12,12 +12,12 @@ plugins that import them from this module.
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._run.ansible_flags import become_problem
 from ansible_collections.flodl.cluster.plugins.module_utils._core.problems import Problem, worded
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunContext, to_model
@@ -25,6 +25,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshargs import 
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_handoff, vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.connection import AnsibleConnections
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_reader import ConnectionResolver, build_context
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_settings import run_lock_enabled, run_lock_ttl, walks_in
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import (
     CLUSTER_VARS,
     GANG_PHASES,
@@ -44,7 +45,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars impor
 __all__ = [
     "CLUSTER_VARS", "GANG_PHASES", "INVALID_CONFIG", "LOCAL_HOSTS", "PHASES", "PHASE_ROLES", "RunContext",
     "WORKERS_GROUP", "WORKER_VARS", "as_bool", "build_context", "env_problems", "fail_result", "gang_problems",
-    "phase_options", "plain", "read_run", "role_options", "var", "walks_in",
+    "phase_options", "plain", "read_run", "role_options", "run_lock_enabled", "run_lock_ttl", "var", "walks_in",
 ]
 
 display = Display()
@@ -82,7 +83,7 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
     if received is not None:
         ctx, source = received
         vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
-        ctx.trace = run_handoff.trace(source, validations=0, resolved=0)
+        ctx = replace(ctx, trace=run_handoff.trace(source, validations=0, resolved=0))
         display.vvv(f"flodl run model: from {source} (not validated again, no connection resolved)")
         return ctx
     # walk_in starts each worker's agent over Ansible's own connection, become included: nothing to refuse there.
@@ -98,17 +99,11 @@ def read_run(action: Any, task_vars: Mapping[str, Any], phases: list[str], conne
 
     ctx = build_context(task_vars, templar, phases, resolve, before=become)
     vault_values.add(ctx.vaulted)  # withheld from whatever this step shows or returns
-    ctx.trace = run_handoff.trace("built", validations=1, resolved=len(resolved))
-    if connections:
-        ctx.handoff = to_model(ctx, phases, connections, print_)
+    ctx = replace(ctx, trace=run_handoff.trace("built", validations=1, resolved=len(resolved)),
+                  handoff=to_model(ctx, phases, connections, print_) if connections else None)
     display.vvv(f"flodl run model: built for {', '.join(sorted(set(phases)))} (validated once, "
                 f"{len(resolved)} worker connection(s) resolved)")
     return ctx
-
-
-def walks_in(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> bool:
-    """Whether this run launches in ``walk_in`` mode (``flodl_launch_mode``; blank means fanout)."""
-    return "launch" in phases and str(var(task_vars, templar, "flodl_launch_mode", "") or "").strip() == "walk_in"
 
 
 def _step_becomes(action: Any) -> bool:
@@ -137,23 +132,6 @@ def ssh_block_of(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[s
     """flodl's ssh block for any inventory host (the build host, the launch host)."""
     host_vars = (task_vars.get("hostvars") or {}).get(host) or {}
     return derive_worker_ssh(host, _ansible_resolver(action, task_vars)(host, host_vars)).ssh
-
-
-def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
-    """``flodl_run_lock`` (default true): false starts a run even while another one is live."""
-    return as_bool(var(task_vars, templar, "flodl_run_lock", True)) is not False
-
-
-def run_lock_ttl(task_vars: Mapping[str, Any], templar: Any) -> int:
-    """``flodl_run_lock_ttl``: seconds the run lock's lease outlives its last renewal (range checked with the run)."""
-    raw = var(task_vars, templar, runlock.TTL_VARIABLE)
-    try:
-        found = float(raw) if raw is not None and not isinstance(raw, bool) and str(raw).strip() else None
-    except (TypeError, ValueError):
-        found = None
-    if found is None or found < runlock.MIN_TTL:
-        return runlock.DEFAULT_TTL
-    return int(min(found, runlock.MAX_TTL))
 
 
 def is_local_host(name: str, task_vars: Mapping[str, Any], templar: Any) -> bool:

@@ -43,6 +43,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact i
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_rules as rules
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.inventory_sources import empty_group_problem
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_settings import read_settings
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import as_bool, plain, var
 
@@ -184,6 +185,7 @@ def build_context(
         project_dir=str(checkout or cluster["controller"]["path"]),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
+        settings=read_settings(task_vars, templar),
         vaulted=vaulted,
     )
 

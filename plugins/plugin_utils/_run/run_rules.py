@@ -60,6 +60,9 @@ WORKER_VARS = (
 RUN_VARS = (
     "flodl_net_timeout_scale", "flodl_prebuild", "flodl_cmd", "flodl_cmd_dir", "flodl_run_lock", "flodl_project_dir",
     "flodl_build_host", "flodl_fdl_env", "flodl_launch_command", "flodl_cmd_run", *knobs.NAMES,
+    # Read into RunSettings (plugin_utils._run.run_settings) beyond the knobs.
+    "flodl_prebuild_env", "flodl_testing_cluster", "flodl_launch_container_root", "flodl_launch_docker",
+    "flodl_launch_host", "flodl_ssh_reuse", "flodl_run_id", "flodl_launch",
 )
 # Phases that need every worker at once; preflight and teardown honour --limit.
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -49,6 +49,12 @@ def setup(case, tmp_path):
     return loaded, action, project
 
 
+def _lock(action, loaded, project) -> tuple[bool, str | None]:
+    """The lock step as an action takes it, with the run it read (its knobs: flodl_run_lock, its ttl)."""
+    ctx = read_run(action, loaded.task_vars, ["launch"], connections=False)
+    return runlock_io.lock_for_action(action, loaded.task_vars, ctx, str(project))
+
+
 def open_session(setup, sessions, **kw: Any) -> lhio.Session:
     loaded, action, _project = setup
     ctx = read_run(action, loaded.task_vars, ["launch"], connections=False)
@@ -132,7 +138,7 @@ def test_the_lock_step_of_an_action_takes_it_on_the_launch_host(setup, sessions,
     real_start = lhio.start
     monkeypatch.setattr(lhio, "start", lambda *a, **kw: started.append(real_start(*a, **kw)) or started[-1])
     try:
-        assert runlock_io.lock_for_action(action, loaded.task_vars, str(project)) == (True, None)
+        assert _lock(action, loaded, project) == (True, None)
     finally:
         for session in started:
             sessions(session)
@@ -143,20 +149,20 @@ def test_the_lock_step_here_takes_the_local_lock_or_says_why_not(setup, tmp_path
     loaded, action, project = setup
     loaded.task_vars["flodl_launch_host"] = "localhost"
     loaded.task_vars["flodl_run_lock_ttl"] = "12"  # a survey's answer is text
-    assert runlock_io.lock_for_action(action, loaded.task_vars, str(project)) == (True, None)
+    assert _lock(action, loaded, project) == (True, None)
     held, _problem = runlock.parse_lock((project / runlock.LOCK_FILE_REL).read_bytes())
     # Keyed by the controller identity the whole run uses (FLODL_HOST_NAME), renewed by a holder of its own.
     assert (held.controller_host, held.ttl, held.pid, held.run_id) == (CONTROLLER, 12, os.getppid(), lhio.this_run_id())
     assert leases == [(str(project / runlock.LOCK_FILE_REL), held.run_id, os.getppid(), 12)]
-    assert runlock_io.lock_for_action(action, loaded.task_vars, str(project)) == (True, None)  # the same run
+    assert _lock(action, loaded, project) == (True, None)  # the same run
     assert len(leases) == 1
     outside = tmp_path / "outside"
     outside.mkdir()
     other = tmp_path / "other"
     other.mkdir()
     (other / "target").symlink_to(outside)
-    taken, why = runlock_io.lock_for_action(action, loaded.task_vars, str(other))
+    taken, why = _lock(action, loaded, other)
     assert taken is False and why.startswith("controller: run lock: ") and list(outside.iterdir()) == []
     loaded.task_vars["flodl_run_lock"] = False
-    assert runlock_io.lock_for_action(action, loaded.task_vars, str(other)) == (False, None)
+    assert _lock(action, loaded, other) == (False, None)
     assert not ssh_log.exists()

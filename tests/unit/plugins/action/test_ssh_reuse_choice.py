@@ -60,15 +60,15 @@ def test_the_run_directory_is_private_short_enough_and_handed_to_the_launch(laun
         assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
         expected = sshreuse_io.expected_dir()
         assert expected is not None and len(expected) == len(made)  # sized before contact, same length
-        assert sshreuse_io.masters_for_launch(action, task_vars, {sshreuse_io.RESULT_KEY: made}, False) == made
-        assert sshreuse_io.masters_for_launch(action, task_vars, {sshreuse_io.RESULT_KEY: made}, True) is None
+        assert sshreuse_io.masters_for_launch(action, ctx, {sshreuse_io.RESULT_KEY: made}, False) == made
+        assert sshreuse_io.masters_for_launch(action, ctx, {sshreuse_io.RESULT_KEY: made}, True) is None
         assert not os.path.exists(made)  # not used under the recursion guard: closed and removed
     finally:
         shutil.rmtree(made, ignore_errors=True)  # its watcher then ends by itself
 
 
 def test_no_masters_without_a_preflight_directory(launch, tmp_path):
-    action, task_vars, _ctx = launch()
-    assert sshreuse_io.masters_for_launch(action, task_vars, None, False) is None
-    assert sshreuse_io.masters_for_launch(action, task_vars, {sshreuse_io.RESULT_KEY: str(tmp_path / "gone")},
+    action, _task_vars, ctx = launch()
+    assert sshreuse_io.masters_for_launch(action, ctx, None, False) is None
+    assert sshreuse_io.masters_for_launch(action, ctx, {sshreuse_io.RESULT_KEY: str(tmp_path / "gone")},
                                           False) is None

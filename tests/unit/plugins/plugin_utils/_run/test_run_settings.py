@@ -1,0 +1,44 @@
+"""The phases' knobs read once into a frozen RunSettings, carried by the run model, covered by its fingerprint."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunContext, RunSettings, from_model, to_model
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_handoff import run_fingerprint
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import RUN_VARS
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_settings import read_settings
+
+
+def test_read_as_the_steps_read_them() -> None:
+    got = read_settings({"flodl_prebuild_dedupe": "maybe", "flodl_launch_docker": 3, "flodl_launch_detach": "true",
+                         "flodl_launch_mode": " walk_in ", "flodl_prebuild_env": {"A": 1},
+                         "flodl_launch": {"run_id": "ab"}, "flodl_run_lock_ttl": "12"}, None)
+    assert (got.prebuild_dedupe, got.prebuild_dedupe_shown) == (None, "'maybe'")
+    assert (got.launch_docker, got.launch_docker_type) == (None, "int")
+    assert got.ssh_reuse is False and got.walks_in(["launch"]) and not got.walks_in(["prebuild"])
+    assert got.prebuild_env == {"A": "1"} and got.launch_run_id == "ab" and got.run_lock_ttl == 12
+    assert read_settings({}, None) == RunSettings()
+
+
+def test_frozen_and_carried_by_the_model() -> None:
+    settings = read_settings({"flodl_build_timeout": "90", "flodl_launch_host": "gpu-b"}, None)
+    ctx = RunContext(cluster={"controller": {"path": "/p"}, "workers": []}, controller_identity="c", prebuild=True,
+                     net_timeout_scale=None, cmd="t", cmd_dir="", fdl_env=None, build_host="localhost",
+                     launch_command=None, settings=settings)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.settings = RunSettings()  # type: ignore[misc]
+    back = from_model(to_model(ctx, ["preflight"], True, "fp"), ["preflight"], True, "fp", None)
+    assert back is not None and back.settings == settings
+    model = to_model(ctx, ["preflight"], True, "fp")
+    model["context"]["settings"]["run_lock_ttl"] = "60"
+    assert from_model(model, ["preflight"], True, "fp", None) is None  # a field of the wrong shape: no model
+
+
+@pytest.mark.parametrize("name", ["flodl_prebuild_env", "flodl_testing_cluster", "flodl_launch_container_root",
+                                  "flodl_launch_docker", "flodl_launch_host", "flodl_ssh_reuse", "flodl_run_id",
+                                  "flodl_launch", "flodl_prebuild_dedupe", "flodl_preflight_require_all"])
+def test_the_fingerprint_covers_each_setting(name: str) -> None:
+    assert name in RUN_VARS
+    assert run_fingerprint({name: "a"}, None) != run_fingerprint({name: "b"}, None)
