@@ -10,6 +10,7 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import LAUNCH_ENV, without_blanks
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
@@ -99,7 +100,7 @@ class ActionModule(ActionBase):
         testing = args["testing_cluster"]
         if testing is None:
             testing = ctx.settings.testing_cluster
-        counts: dict[str, tuple[int, int]] = {}
+        counts: dict[str, GpuCounts] = {}
         envelope_text = envelope_source = None
         if guard is None:
             try:
@@ -165,7 +166,7 @@ class ActionModule(ActionBase):
             display.warning(warning)
         result.update(fields, changed=bool(changed), controller_identity=ctx.controller_identity,
                       launch_warnings=warnings, ssh_control_dir=reuse_dir,
-                      gpu_counts={h: {"nvidia": n, "amd": a} for h, (n, a) in counts.items()},
+                      gpu_counts={h: c.as_dict() for h, c in counts.items()},
                       launch_mode=args["launch_mode"], walk_in=walk_in,
                       **run_handoff.fields(ctx))
         if ctx.vaulted:  # for run_launcher, which withholds them from the launch's output and log

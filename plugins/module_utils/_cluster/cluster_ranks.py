@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import AMD, CPU, variant_vendor
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import CPU, GpuCounts, variant_vendor
 
 
-def device_count(worker: Mapping[str, Any], probed: Mapping[str, tuple[int, int]] | None = None) -> int:
+def device_count(worker: Mapping[str, Any], probed: Mapping[str, GpuCounts] | None = None) -> int:
     """Ranks a worker contributes: its list length, or the probed count for ``all``.
 
-    ``probed`` maps host to (nvidia, amd) GPU counts. The worker's variant
+    ``probed`` maps host to its GpuCounts. The worker's variant
     picks the vendor; without one a host that reports both is ambiguous.
     """
     devices = worker.get("local_devices")
@@ -30,7 +30,7 @@ def device_count(worker: Mapping[str, Any], probed: Mapping[str, tuple[int, int]
     arch = worker.get("arch")
     vendor = variant_vendor(arch) if arch else None
     if vendor not in (None, CPU):
-        count = amd if vendor == AMD else nvidia
+        count = GpuCounts(nvidia, amd).of(vendor)
     elif nvidia and amd:
         raise TopologyError(
             [
@@ -70,7 +70,7 @@ def too_few_ranks(cluster: Mapping[str, Any]) -> str | None:
 
 
 def populate_ranks(
-    cluster: Mapping[str, Any], probed: Mapping[str, tuple[int, int]] | None = None
+    cluster: Mapping[str, Any], probed: Mapping[str, GpuCounts] | None = None
 ) -> dict[str, Any]:
     """A copy with ``ranks`` filled sequentially in worker order; needs >= 2 ranks."""
     out = json.loads(json.dumps(cluster))

@@ -5,11 +5,45 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 CPU = "cpu"
 NVIDIA = "nvidia"
 AMD = "amd"
 UNKNOWN = "unknown"
+
+
+
+class GpuCounts(NamedTuple):
+    """A host's GPUs by vendor, as the count script prints them (docs/launcher-contract.md §7a): one type
+    from the probe's parse to the rank count and the launcher's environment."""
+
+    nvidia: int
+    amd: int
+
+    def of(self, vendor: str) -> int:
+        return self.amd if vendor == AMD else self.nvidia
+
+    def as_dict(self) -> dict[str, int]:
+        """The result and artifact shape: ``{"nvidia": n, "amd": a}``."""
+        return {NVIDIA: self.nvidia, AMD: self.amd}
+
+    @classmethod
+    def from_dict(cls, value: Any) -> GpuCounts | None:
+        """Back from :meth:`as_dict` (a registered result): None unless both counts are whole numbers."""
+        if not isinstance(value, Mapping):
+            return None
+        found = [value.get(NVIDIA), value.get(AMD)]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in found):
+            return None
+        return cls(found[0], found[1])
+
+    @classmethod
+    def one_rank(cls, vendor: str) -> GpuCounts:
+        """One GPU of ``vendor`` (an AMD variant: AMD, anything else: NVIDIA)."""
+        return cls(0, 1) if vendor == AMD else cls(1, 0)
+
 
 # The system ROCm of the host a rank runs on (a remote path, never looked up here).
 ROCM_LIB = "/opt/rocm/lib"

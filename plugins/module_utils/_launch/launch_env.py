@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.constants import ENV_NET_TIMEOUT_SCALE
 from ansible_collections.flodl.cluster.plugins.module_utils._run.ansible_flags import ENV_VERBOSITY
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.cluster_json import cluster_json, ordered_cluster
@@ -130,7 +131,7 @@ class LaunchInputs:
     project_root: str
     cmd: str
     cmd_dir: str = ""
-    gpu_counts: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    gpu_counts: Mapping[str, GpuCounts] = field(default_factory=dict)
     controller_env: Mapping[str, str] = field(default_factory=dict)
     fdl_env: str | None = None
     host_user: str | None = None
@@ -140,7 +141,7 @@ class LaunchInputs:
     prebuild_envelope_json: str | None = None
     net_timeout_scale: str | None = None
     testing_cluster: bool = True
-    local_gpu_counts: tuple[int, int] | None = None
+    local_gpu_counts: GpuCounts | None = None
     project_dir: str | None = None
     controller_identity: str | None = None
     libtorch: Mapping[str, str] = field(default_factory=dict)
@@ -168,7 +169,7 @@ class LaunchPlan:
     warnings: list[str] = field(default_factory=list)
 
 
-def testing_cluster_hex(cluster: Mapping[str, Any], local_counts: tuple[int, int] | None) -> str:
+def testing_cluster_hex(cluster: Mapping[str, Any], local_counts: GpuCounts | None) -> str:
     """``FLODL_TESTING_CLUSTER_JSON``: canonical JSON, ranks from the *local* GPU count.
 
     Test binaries run in-process on this box, so ``all`` workers are

@@ -172,7 +172,7 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
     """GPU counts for ``local_devices: all`` and whether the worker would get any rank."""
     host = str(worker["host"])
     try:
-        nvidia, amd = parse_gpu_counts(text or "")
+        counts = parse_gpu_counts(text or "")
     except ValueError as exc:
         return None, Finding(
             ERROR,
@@ -181,9 +181,9 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
             "the launch cannot give this worker ranks. Check nvidia-smi / the AMD KFD driver, "
             "or list the devices explicitly.",
         )
-    gpus = {"nvidia": nvidia, "amd": amd}
+    gpus = counts.as_dict()
     try:
-        device_count(worker, {host: (nvidia, amd)})
+        device_count(worker, {host: counts})
     except TopologyError as exc:
         text = "; ".join(exc.problems)
         if text.startswith(f"host {host}:"):

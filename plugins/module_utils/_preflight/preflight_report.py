@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.fold import Row, fold
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import ERROR
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING
@@ -44,9 +45,9 @@ def _summary_parts(report: Mapping[str, Any]) -> tuple[str, str]:
         parts.append(f"data {dp.get('path')} {dp.get('state')}")
     if report.get("pkill") == "absent":
         parts.append("no pkill")
-    gpus = report.get("gpus")
-    if gpus:
-        parts.append(f"gpus {gpus['nvidia']} nvidia / {gpus['amd']} amd")
+    gpus = GpuCounts.from_dict(report.get("gpus"))
+    if gpus is not None:
+        parts.append(f"gpus {gpus.nvidia} nvidia / {gpus.amd} amd")
     detail = ", ".join(parts)
     return label, f"{report['status']}" + (f" — {detail}" if detail else "")
 

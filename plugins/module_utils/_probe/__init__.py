@@ -8,7 +8,7 @@ May import: ``_run`` and the wings below it.
 Entry points:
 - ``preflight_probe.probe_script``: the POSIX-sh probe one ssh runs on a worker
 - ``preflight_probe.parse_probe``: the probe's sentinel-delimited output parsed
-- ``preflight_probe.parse_gpu_counts``: the (nvidia, amd) GPU counts from the count script
+- ``preflight_probe.parse_gpu_counts``: the GPU counts (a ``GpuCounts``) from the count script
 - ``preflight_probe.STATUS_OK``: a host's preflight status, shared by every caller
 - ``launch_host.session_script``: the launch host's one sh session
 - ``launch_host.parse_session``: that session's output parsed

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (
-    GPU_COUNT_SCRIPT, FreeSpace, data_path_script, free_space_script, parse_probe)
+    FreeSpace, GpuCounts, data_path_script, free_space_script, gpu_part, parse_gpu_counts, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"
@@ -33,7 +33,6 @@ MARK_LOCK = "__FLODL_LOCK__"
 MARK_OLD = "__FLODL_LOCK_OLD__"
 MARK_AGE = "__FLODL_LOCK_AGE__"
 MARK_WHY = "__FLODL_LOCK_WHY__"
-MARK_GPUS = "__FLODL_LH_GPUS__"
 MARK_END = "__FLODL_LH_END__"
 _SAFE = "A-Za-z0-9._-"
 
@@ -153,10 +152,10 @@ def session_script(
     parts += [_IDENTITY, data_path_script(data_path)]
     if free:
         parts.append(free_space_script(data_path))
-    if gpus:
-        parts.append(f"echo {MARK_GPUS}=$({GPU_COUNT_SCRIPT} | tail -n 1)")
     if reach:
         parts.append(reach)
+    if gpus:  # a section: last, so that it ends at the end mark
+        parts.append(gpu_part())
     parts.append(f"echo {MARK_END}")
     return "\n".join(parts) + held
 
@@ -169,7 +168,7 @@ class SessionFacts:
     dir_ok: bool | None = None
     read_ok: bool | None = None
     free: FreeSpace | None = None
-    gpus: tuple[int, int] | None = None
+    gpus: GpuCounts | None = None
     lock_state: str | None = None
     old_lock: bytes | None = None
     lock_age: int | None = None
@@ -177,10 +176,17 @@ class SessionFacts:
     complete: bool = False
 
 
+def _gpus(section: str | None) -> GpuCounts | None:
+    try:
+        return parse_gpu_counts(section) if section is not None else None
+    except ValueError:
+        return None
+
+
 def parse_session(stdout: str) -> SessionFacts:
     """The facts, from exact sentinel lines only (nothing else the shell printed can fake one)."""
     shared = parse_probe(stdout or "")  # the parts the workers run too, read by the same parser
-    facts = SessionFacts(dir_ok=shared.dir_ok, read_ok=shared.read_ok, free=shared.free)
+    facts = SessionFacts(dir_ok=shared.dir_ok, read_ok=shared.read_ok, free=shared.free, gpus=_gpus(shared.gpus))
     for raw in (stdout or "").splitlines():
         line = raw.strip()
         name, sep, value = line.partition("=")
@@ -189,10 +195,6 @@ def parse_session(stdout: str) -> SessionFacts:
             continue
         if name == MARK_ID and value and all(32 <= ord(ch) < 127 for ch in value):
             facts.identity = value[:255]
-        elif name == MARK_GPUS:
-            counts = value.split()
-            if len(counts) == 2 and all(c.isdigit() for c in counts):
-                facts.gpus = (int(counts[0]), int(counts[1]))
         elif name == MARK_LOCK:
             facts.lock_state = value
         elif name == MARK_AGE and value.lstrip("-").isdigit():

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 
+SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_DIR = "__FLODL_DP_DIR__"
 MARK_READ = "__FLODL_DP_READ__"
 MARK_PROJECT = "__FLODL_PROJECT__"
@@ -40,6 +42,11 @@ STATUS_OK = "ok"
 STATUS_WARNING = "warning"
 STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
+
+
+def gpu_part() -> str:
+    """The GPU count as a section of its own: its mark, then the script's lines (the last one counts)."""
+    return f"echo {MARK_GPUS}; {GPU_COUNT_SCRIPT}"
 
 
 def data_path_script(path: str) -> str:
@@ -83,7 +90,7 @@ def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None =
     if abi:
         parts.append(ABI_SCRIPT)
     if gpus:
-        parts.append(f"echo {MARK_GPUS}; {GPU_COUNT_SCRIPT}")
+        parts.append(gpu_part())
     parts.append(f"echo {MARK_END}")
     return "; ".join(parts)
 
@@ -153,6 +160,9 @@ def parse_probe(stdout: str) -> ProbeOutput:
             out.complete = True
             current = None
             continue
+        if line.startswith(SENTINEL_PREFIX):
+            current = None  # another part's mark (the launch host's own end) ends a section too
+            continue
         if current is not None:
             out.sections[current].append(raw.rstrip("\r"))
 
@@ -170,15 +180,15 @@ def parse_probe(stdout: str) -> ProbeOutput:
     return out
 
 
-def parse_gpu_counts(text: str) -> tuple[int, int]:
-    """``(nvidia, amd)`` from the last non-empty line; anything else raises ValueError."""
+def parse_gpu_counts(text: str) -> GpuCounts:
+    """The counts from the last non-empty line (``<nvidia> <amd>``); anything else raises ValueError."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
     if not lines:
         raise ValueError("the GPU count printed nothing")
     fields = lines[-1].split()
     if len(fields) != 2 or not all(f.isdigit() for f in fields):
         raise ValueError(f"expected two counts '<nvidia> <amd>', got {lines[-1]!r}")
-    return int(fields[0]), int(fields[1])
+    return GpuCounts(int(fields[0]), int(fields[1]))
 
 
 def last_line(text: str) -> str:

@@ -29,6 +29,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch i
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import launcher_argv, probe_argv, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import lock_holder
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of, launch_ssh
@@ -159,10 +160,10 @@ def result_fields(res: SessionResult) -> dict[str, Any]:
     """What the launch step reads back from the preflight result: the controller's identity and GPUs there."""
     gpus = res.facts.gpus
     return {"host": res.host, "identity": res.facts.identity,
-            "gpus": {"nvidia": gpus[0], "amd": gpus[1]} if gpus else None}
+            "gpus": gpus.as_dict() if gpus else None}
 
 
-def launch_host_facts(preflight: Any, host: str | None) -> tuple[str, tuple[int, int] | None]:
+def launch_host_facts(preflight: Any, host: str | None) -> tuple[str, GpuCounts | None]:
     """(HOSTNAME to export, the controller's GPU counts) for a launch on ``host``, from the preflight result.
 
     Without a preflight session of that host in this play: no HOSTNAME (never this machine's name) and
@@ -172,8 +173,5 @@ def launch_host_facts(preflight: Any, host: str | None) -> tuple[str, tuple[int,
     if not isinstance(found, Mapping) or found.get("host") != host:
         return "", None
     identity = found.get("identity")
-    gpus = found.get("gpus")
-    counts = None
-    if isinstance(gpus, Mapping) and all(isinstance(gpus.get(k), int) for k in ("nvidia", "amd")):
-        counts = (int(gpus["nvidia"]), int(gpus["amd"]))
+    counts = GpuCounts.from_dict(found.get("gpus"))
     return (str(identity) if isinstance(identity, str) else ""), counts

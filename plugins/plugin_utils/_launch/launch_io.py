@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible.utils.display import Display
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
@@ -79,7 +80,7 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
     return (envelope_json(value) if value else None), source
 
 
-def local_gpu_counts() -> tuple[int, int] | None:
+def local_gpu_counts() -> GpuCounts | None:
     try:
         proc = subprocess.run(["/bin/sh", "-c", GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30,
                               check=False)
@@ -88,15 +89,15 @@ def local_gpu_counts() -> tuple[int, int] | None:
         return None
 
 
-def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, tuple[int, int]], bool]:
-    """(nvidia, amd) per ``all`` worker, and whether ssh was needed: preflight's counts, else one sweep."""
+def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, GpuCounts], bool]:
+    """The GPU counts of each ``all`` worker, and whether ssh was needed: preflight's counts, else one sweep."""
     wanted = [w for w in ctx.cluster["workers"] if w.get("local_devices") == "all"]
     reported = (preflight.get("hosts") or {}) if isinstance(preflight, Mapping) else {}
-    counts: dict[str, tuple[int, int]] = {}
+    counts: dict[str, GpuCounts] = {}
     for worker in wanted:
-        gpus = (reported.get(worker["host"]) or {}).get("gpus")
-        if isinstance(gpus, Mapping) and "nvidia" in gpus and "amd" in gpus:
-            counts[worker["host"]] = (int(gpus["nvidia"]), int(gpus["amd"]))
+        found = GpuCounts.from_dict((reported.get(worker["host"]) or {}).get("gpus"))
+        if found is not None:
+            counts[worker["host"]] = found
     missing = [w for w in wanted if w["host"] not in counts]
     problems: list[str] = []
     if any(w["host"] == ctx.controller_identity for w in missing):
@@ -155,10 +156,10 @@ def write_overlay(path: str, content: str, warnings: list[str]) -> bool | None:
     return True
 
 
-def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]], host_user: str | None,
+def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, GpuCounts], host_user: str | None,
                   docker_service: str | None, container_root: str, envelope_text: str | None, testing: bool,
                   guarded: bool, ssh_reuse_dir: str | None = None, ansible_verbosity: int = 0,
-                  local_counts: tuple[int, int] | None = None) -> le.LaunchInputs:
+                  local_counts: GpuCounts | None = None) -> le.LaunchInputs:
     """Everything the launch environment depends on, read from the run model and this machine.
 
     ``local_counts`` stands in for this box's GPU count (the check before contact does not run the probe).
@@ -176,7 +177,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, tuple[int, int]],
     )
 
 
-def _testing_counts(ctx: RunContext, gpu_counts: Mapping[str, tuple[int, int]]) -> tuple[int, int] | None:
+def _testing_counts(ctx: RunContext, gpu_counts: Mapping[str, GpuCounts]) -> GpuCounts | None:
     """This box's GPU count for the testing JSON, which gives it to every ``all`` worker: none without such a
     worker; the count already taken for the controller's own ``all`` worker; else the count script, here."""
     if not any(w.get("local_devices") == "all" for w in ctx.cluster["workers"]):

@@ -32,7 +32,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild import
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils._core.safety import default_arg_max
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import AMD, variant_vendor
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts, variant_vendor
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import effective_user
@@ -40,9 +40,9 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import 
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_docker, launch_host_of
 
 
-def one_rank_each(ctx: RunContext) -> dict[str, tuple[int, int]]:
-    """(nvidia, amd) counts giving every ``all`` worker one rank of its variant's vendor."""
-    return {str(w["host"]): ((0, 1) if variant_vendor(str(w.get("arch") or "")) == AMD else (1, 0))
+def one_rank_each(ctx: RunContext) -> dict[str, GpuCounts]:
+    """GPU counts giving every ``all`` worker one rank of its variant's vendor."""
+    return {str(w["host"]): GpuCounts.one_rank(variant_vendor(str(w.get("arch") or "")))
             for w in ctx.cluster["workers"] if w.get("local_devices") == "all"}
 
 

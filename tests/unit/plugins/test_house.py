@@ -207,3 +207,13 @@ def test_ansible_internals_stay_behind_their_two_functions() -> None:
                     (INTERNALS_HOME[0], f) for f in INTERNALS_HOME[1]}:
                 wrong.append(f"{rel}:{node.lineno} {name}")
     assert not wrong, f"Ansible internals read outside {INTERNALS_HOME}: {wrong}"
+
+
+def test_the_vendor_pair_is_one_type() -> None:
+    """GPU counts are a ``GpuCounts`` (module_utils/_cluster/variants.py); no other file spells the pair out."""
+    home = PLUGINS / "module_utils" / "_cluster" / "variants.py"
+    where = [f"{p.relative_to(PLUGINS)}:{n}" for p in _files() if p.parent.name != "modules" and p != home
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"[\"']nvidia[\"']", line) and re.search(r"[\"']amd[\"']", line)
+             or re.search(r"tuple\[int, int\]", line) and "gpu" in line.lower()]
+    assert not where, f"the (nvidia, amd) pair spelled out instead of GpuCounts: {where}"

@@ -10,6 +10,7 @@ from ansible_collections.flodl.cluster.plugins.action import launch_env as actio
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_size as ls
 from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import build_context
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 
 
 def _task_vars(workers: int, pad: int) -> dict:
@@ -47,7 +48,7 @@ def measured(monkeypatch):
 
     monkeypatch.setattr(action_mod, "render_checked", spy)
     monkeypatch.setattr(action_mod, "read_run", lambda _a, tv, phases: build_context(tv, None, phases))
-    monkeypatch.setattr(action_mod.launch_io, "local_gpu_counts", lambda: (1, 0))
+    monkeypatch.setattr(action_mod.launch_io, "local_gpu_counts", lambda: GpuCounts(1, 0))
     monkeypatch.setenv("FLODL_HOST_NAME", "ctl")
     monkeypatch.setenv("USER", "alice")
     for name in ("FLODL_INTERNAL_CLUSTER_JSON", "FLODL_INTERNAL_AGENT_JSON"):
@@ -85,7 +86,7 @@ def _counting(monkeypatch) -> list[int]:
 
     def count():
         calls.append(1)
-        return (3, 0)
+        return GpuCounts(3, 0)
 
     monkeypatch.setattr(action_mod.launch_io, "local_gpu_counts", count)
     return calls
