@@ -110,14 +110,16 @@ def run_ansible(
     return proc
 
 
-# Seconds each file took on one line (2026-12-02, 2 CPUs; test_play_shape.py estimated 2026-12-06): with
-# pytest-xdist (scripts/test.sh), the longest files start first, so that no long one is left alone at the end.
+# Seconds each file took on one line (2026-12-02, 2 CPUs; test_play_shape.py estimated and test_walk_in_stops.py
+# measured 2026-12-06): with pytest-xdist (scripts/test.sh), the longest files start first, so that no long one
+# is left alone at the end.
 # A file not listed is cheap; it sorts after these, in collection order.
 FILE_SECONDS = {
     "test_signals.py": 138, "test_hardening.py": 114, "test_prebuild.py": 86, "test_launch_host.py": 66,
     "test_run_lease.py": 80, "test_play_shape.py": 60, "test_launch.py": 58, "test_ssh_reuse.py": 45,
     "test_build_infra.py": 42, "test_launch_host_kill.py": 38, "test_runner.py": 35, "test_preflight.py": 34,
-    "test_modes.py": 30, "test_vault.py": 30, "test_walk_in.py": 66, "test_prebuild_hardening.py": 24,
+    "test_modes.py": 30, "test_vault.py": 30, "test_walk_in.py": 66, "test_walk_in_stops.py": 47,
+    "test_prebuild_hardening.py": 24,
 }
 
 

@@ -133,8 +133,14 @@ def agent_log(run_id: str) -> str:
 def start_script(launch: AgentLaunch, log: str, timeout_s: int) -> str:
     """POSIX sh: read the environment from stdin, start the agent in a clean environment and a session of its
     own, print its pid. The agent is killed after ``timeout_s`` whatever happens; its exit code is recorded
-    beside its log (``<log>.exit``)."""
-    inner = 'timeout -s KILL "$@" </dev/null >"$0" 2>&1; echo $? >"$0.exit"'
+    beside its log (``<log>.exit``).
+
+    The environment goes on in a pipe, never as arguments: the session's shell and ``timeout`` live as long as
+    the agent, and their command lines (any local user's to read in /proc) would show the run's join token.
+    """
+    # The session's shell: only PATH and HOME from env -i, then the lines from the pipe, exported as they are.
+    inner = ('while IFS= read -r __l; do [ -n "$__l" ] && export "$__l"; done; unset __l; '
+             'timeout -s KILL "$1" "$2" </dev/null >"$0" 2>&1; echo $? >"$0.exit"')
     return "\n".join([
         "set --; __end=",
         f'while IFS= read -r __l; do [ "$__l" = {END_MARK} ] && {{ __end=1; break; }}; set -- "$@" "$__l"; done',
@@ -143,9 +149,10 @@ def start_script(launch: AgentLaunch, log: str, timeout_s: int) -> str:
         f"cd {always_quote(launch.cwd)} || {{ echo {AGENT_MARK}=no-cwd; exit 0; }}",
         "umask 077",
         f'__log="{log}"; rm -f "$__log" "$__log.exit"',
-        f"setsid /bin/sh -c {always_quote(inner)} \"$__log\" {int(timeout_s)} "
+        # printf is built in: the values reach the pipe without a command line of their own.
+        f'printf "%s\\n" "$@" | env -i "PATH=$PATH" "HOME=${{HOME:-/}}" setsid /bin/sh -c {always_quote(inner)} '
         # Its own descriptors too: the connection (ssh, docker exec) ends when nothing holds its output.
-        f'env -i "PATH=$PATH" "HOME=${{HOME:-/}}" "$@" {always_quote(launch.binary)} </dev/null >/dev/null 2>&1 &',
+        f'"$__log" {int(timeout_s)} {always_quote(launch.binary)} >/dev/null 2>&1 &',
         f"echo {AGENT_MARK}=$!",
     ])
 

@@ -132,3 +132,41 @@ def test_a_worker_without_a_prebuilt_binary_is_named():
     _env, _window, plan, problems = wi.plan({}, SHIPPED, {"a": {"bin": "x"}}, {}, 0)
     assert sorted(plan["agents"]) == ["a"] and plan["agent_timeout"] == 0
     assert problems and problems[0].startswith("b: no prebuilt binary in the prebuild envelope")
+
+
+def test_the_agents_environment_is_on_no_command_line_while_it_runs(tmp_path):
+    """The spec holds the run's join token: no process the start leaves running (the session's shell, timeout, the
+    agent) carries a value of the environment in its command line, which any local user can read in /proc."""
+    import os  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    program = tmp_path / "prog"
+    program.write_text("#!/bin/sh\necho \"$SECRET\"\nsleep 30\n")
+    program.chmod(0o755)
+    secret = "s3cr3t-" + wi.new_token()
+    launch = wi.AgentLaunch("a", str(tmp_path), str(program), {"SECRET": secret, "FLODL_HOST_NAME": "a"})
+    log = str(tmp_path / "agent.log")
+    started = subprocess.run(["/bin/sh", "-c", wi.start_script(launch, log, 60)], input=wi.start_stdin(launch),
+                             capture_output=True, timeout=10, check=True, env={"PATH": "/usr/bin:/bin"})
+    pid = wi.parse_start(started.stdout.decode())
+    assert isinstance(pid, int) and pid > 1
+    try:
+        deadline = time.monotonic() + 10
+        agent_log = tmp_path / "agent.log"
+        while time.monotonic() < deadline and not (agent_log.is_file() and secret in agent_log.read_text()):
+            time.sleep(0.05)
+        assert (tmp_path / "agent.log").read_text().strip() == secret  # the agent got it, in its environment
+        session, carrying = [], []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and os.getsid(int(entry)) == pid:
+                    session.append(int(entry))
+                    if secret.encode() in open(f"/proc/{entry}/cmdline", "rb").read():
+                        carrying.append(int(entry))
+            except OSError:
+                continue
+        assert len(session) >= 2 and carrying == [], (session, carrying)  # the shell, timeout, the program, sleep
+    finally:
+        res = subprocess.run(["/bin/sh", "-c", wi.collect_script(pid, log, 5)], capture_output=True, text=True,
+                             timeout=10, check=True)
+    assert wi.parse_collect(res.stdout)[1] == [secret]
