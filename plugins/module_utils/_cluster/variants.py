@@ -14,7 +14,6 @@ AMD = "amd"
 UNKNOWN = "unknown"
 
 
-
 class GpuCounts(NamedTuple):
     """A host's GPUs by vendor, as the count script prints them (docs/launcher-contract.md §7a): one type
     from the probe's parse to the rank count and the launcher's environment."""
