@@ -127,9 +127,6 @@ class ActionModule(ActionBase):
         if remote:
             inputs.hostname = facts[0]  # the launch host's identity, from its preflight session
         walk_in_box: dict = {}
-        if args["launch_mode"] == "walk_in" and remote is not None:
-            raise _Refused([f"controller: flodl_launch_mode=walk_in runs the launcher on this machine for now, not "
-                            f"on flodl_launch_host {remote}; launch here, or use flodl_launch_mode=fanout"])
 
         def to_walk_in(plan):
             plan.env, plan.topology, walk_in_box["plan"], walk_in_box["problems"] = wi.plan(

@@ -118,7 +118,7 @@ FILE_SECONDS = {
     "test_signals.py": 138, "test_hardening.py": 114, "test_prebuild.py": 86, "test_launch_host.py": 66,
     "test_run_lease.py": 80, "test_play_shape.py": 60, "test_launch.py": 58, "test_ssh_reuse.py": 45,
     "test_build_infra.py": 42, "test_launch_host_kill.py": 38, "test_runner.py": 35, "test_preflight.py": 34,
-    "test_modes.py": 30, "test_vault.py": 30, "test_walk_in.py": 66, "test_walk_in_stops.py": 47,
+    "test_modes.py": 30, "test_vault.py": 30, "test_walk_in.py": 115, "test_walk_in_stops.py": 47,
     "test_prebuild_hardening.py": 24,
 }
 

@@ -284,3 +284,121 @@ def test_walk_in_honours_become_and_a_local_worker(
     assert task_results(out, "Launch | Result of this worker") == {"ctl": "changed", "h1": "changed",
                                                                    "h2": "changed"}, out
     assert 'host "ctl" joined with ranks' in out
+
+
+# --------------------------------------------------------------------------- the launcher on flodl_launch_host
+
+
+# On the launch host: the pid and working directory of every stand-in launcher there (listed inside its namespace).
+_LAUNCHERS_THERE = ("for p in $(pgrep -f standin_launcher.py); do printf '%s %s\\n' \"$p\" "
+                    "\"$(readlink /proc/$p/cwd 2>/dev/null)\"; done; true")
+
+
+def _launch_host_setup(cluster, netns_shared_dir, tmp_path, **group):
+    """h1 is the launch host (and a worker): the window binds h1's address, which only h1's namespace has."""
+    from test_launch import project_vars, worker_vars
+
+    project = copy_project(netns_shared_dir / "proj")
+    inv = cluster.write_inventory(
+        tmp_path / "inv.json",
+        project_vars(project, cluster, flodl_controller_host=cluster["h1"].ip,
+                     flodl_launch_command="echo launcher-on-$(hostname); exec python3 standin_launcher.py", **group),
+        worker_vars(project, {h: "precompiled/cu128" for h in ("h1", "h2", "h3")}, {"h1": [0], "h2": [0], "h3": [0]}))
+    return project, inv
+
+
+def _left_of_the_run(cluster, project) -> dict[str, str]:
+    """What of this run still runs: per namespace host (listed there, by pid), and here (the launcher's ssh)."""
+    from test_launch import rank_processes
+
+    marker = f"{project}/target/cluster/"
+    left = {}
+    for host in ("h1", "h2", "h3"):
+        listed = cluster.ssh(host, "ps -eo pid,args")
+        there = cluster.ssh(host, _LAUNCHERS_THERE)
+        assert listed.returncode == 0 and there.returncode == 0, (host, listed.stderr, there.stderr)
+        found = [ln for ln in listed.stdout.splitlines() if marker in ln]
+        found += [f"launcher {ln}" for ln in there.stdout.splitlines() if ln.split(" ", 1)[-1] == str(project)]
+        if found:
+            left[host] = "\n".join(found)
+    here = [f"{pid} {cmd[:200]}" for pid, cmd in rank_processes("")
+            if "stdin_holder.py" in cmd and str(project) in cmd]
+    here += [str(pid) for pid in _launchers(project)]
+    if here:
+        left["here"] = "\n".join(here)
+    return left
+
+
+def test_walk_in_with_the_launcher_on_the_launch_host(installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """flodl_launch_host=h1 in walk_in (an AWX job's pod is not the controller): the launcher runs on h1 under the
+    remote wrapper, its window is awaited there, every agent dials h1's address and every rank runs; the launcher's
+    output comes back into the play; after the play nothing of the run is left on h1, the workers or here."""
+    import time
+
+    from conftest import run_ansible
+    from play_output import failed_in_recap, recap, task_results
+    from test_launch import PLAYBOOKS
+
+    cluster = cluster3
+    project, inv = _launch_host_setup(cluster, netns_shared_dir, tmp_path)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_mode=walk_in", "-e", "flodl_launch_host=h1"])
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    h1 = cluster["h1"].ip
+    # On h1: its UTS name, and a window bound to an address no other namespace has.
+    assert "launcher-on-h1" in out and f"join window open on {h1}:" in out, out
+    assert "the launcher's join window is open on h1 on port" in out
+    assert "target ranks reached: 3 rank(s)" in out
+    for host in ("h1", "h2", "h3"):
+        assert f'host "{host}" joined with ranks [' in out
+        spec = json.loads(bytes.fromhex((project / "target/cluster/standin/agents" / f"{host}.hex").read_text()))
+        assert spec["controller_host"] == h1
+    assert task_results(out, "Launch | Result of this worker") == {"h1": "changed", "h2": "changed", "h3": "changed"}
+    assert failed_in_recap(out) == [] and sorted(recap(out)) == ["h1", "h2", "h3"]
+    deadline = time.monotonic() + 15
+    left = _left_of_the_run(cluster, project)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _left_of_the_run(cluster, project)
+    assert left == {}, left
+
+
+def test_a_killed_walk_in_job_leaves_nothing_on_the_launch_host(
+        installed_collection, cluster3, netns_shared_dir, tmp_path):
+    """SIGKILL of the job's whole process tree once every rank is up, the launcher on h1: the held watcher stops the
+    launcher's ssh here, the wrapper on h1 sees its stdin close and stops the launcher, every agent's window closes:
+    nothing of the run on h1, the workers or here within 35 s."""
+    import signal
+    import time
+
+    from streamed_play import kill_session, stream, wait_for
+    from test_launch import PLAYBOOKS, rank_processes
+
+    cluster = cluster3
+    project, inv = _launch_host_setup(
+        cluster, netns_shared_dir, tmp_path, flodl_launch_grace_seconds=3,
+        flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "10"})
+    marker = f"{project}/target/cluster/"
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                                        "-e", "flodl_launch_mode=walk_in", "-e", "flodl_launch_host=h1"])
+    try:
+        wait_for(lines, proc, lambda t: "target ranks reached" in t, 300, "the window to fill")
+        deadline = time.monotonic() + 30
+        while len([p for p in rank_processes(marker) if "train" in p[1]]) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)  # three agents, each with its rank
+        assert len(rank_processes(marker)) >= 6, rank_processes(marker)
+        running = _left_of_the_run(cluster, project)
+        assert "launcher " in running.get("h1", ""), running  # the launcher, there
+        os.killpg(proc.pid, signal.SIGKILL)  # the job's whole process tree
+        proc.wait()
+        t0 = time.monotonic()
+        left = _left_of_the_run(cluster, project)
+        while left and time.monotonic() - t0 < 35:
+            time.sleep(0.5)
+            left = _left_of_the_run(cluster, project)
+        print(f"nothing of the run {time.monotonic() - t0:.1f}s after the kill")
+        assert left == {}, "".join(lines[-40:]) + repr(left)
+    finally:
+        kill_session(proc)
+        reader.join(timeout=5)

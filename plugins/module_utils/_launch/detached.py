@@ -99,20 +99,26 @@ def exit_file(log: str) -> str:
 _RECORDING_WRAPPER = '"$0" -c "$1"; rc=$?; printf "%s\\n" "$rc" > "$2.tmp" && mv -f "$2.tmp" "$2"; exit "$rc"'
 
 
-def detach_script(cwd: str, command: str, log: str, shell: str = "/bin/sh") -> str:
+def detach_script(cwd: str, command: str, log: str, shell: str = "/bin/sh", stdin_through: bool = False) -> str:
     """POSIX sh: read the env lines from stdin, start ``command`` detached in ``cwd``, print its pid.
 
-    The detached session records the command's exit code in :func:`exit_file` when it ends.
+    The detached session records the command's exit code in :func:`exit_file` when it ends. With
+    ``stdin_through`` nothing is read or exported here: the command gets this script's stdin as it is (a
+    walk-in launcher on a launch host: the env lines travel on, plugin_utils._proc.stdin_holder).
     """
     log_dir = log.rsplit("/", 1)[0] or "/"
-    return "\n".join([
+    # A background job's stdin is /dev/null in sh: the real one, when it goes through, waits on fd 3.
+    take = ["exec 3<&0"] if stdin_through else [
         f"while IFS= read -r __flodl_line; do [ \"$__flodl_line\" = {END_MARK} ] && break; "
-        'export "$__flodl_line"; done',
+        'export "$__flodl_line"; done']
+    given = "<&3 3<&-" if stdin_through else "</dev/null"
+    return "\n".join([
+        *take,
         f"cd {always_quote(cwd)} || exit 97",
         # The umask first: the log directory (and any parent made with it) is 0750 whatever the caller's.
         f"umask 027 && mkdir -p {always_quote(log_dir)} || exit 98",
         f"setsid {always_quote(shell)} -c {always_quote(_RECORDING_WRAPPER)} {always_quote(shell)} "
-        f"{always_quote(command)} {always_quote(exit_file(log))} </dev/null >>{always_quote(log)} 2>&1 &",
+        f"{always_quote(command)} {always_quote(exit_file(log))} {given} >>{always_quote(log)} 2>&1 &",
         f"echo {PID_MARK}=$!",
         # Its start time, for the record: a pid reused by a later process never matches it.
         f"echo {START_MARK}=$(sed 's/.*) //' /proc/$!/stat 2>/dev/null | cut -d' ' -f20)",

@@ -20,6 +20,8 @@ workers). The spec reaches the agent on stdin, never on a command line, since it
 """
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 import secrets
 from collections.abc import Mapping
@@ -254,3 +256,55 @@ def plan_lines(walk_in: Mapping[str, Any]) -> list[str]:
              "fresh join token, withheld); one agent per worker, started over its own Ansible connection:"]
     lines += [f"    {name}: {a['binary']} in {a['cwd']}, devices {a['devices']}" for name, a in agents.items()]
     return lines
+
+
+# --------------------------------------------------------------------------- is the window open?
+
+LISTEN_MARK = "__FLODL_WINDOW_OPEN__"
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+LISTEN_STEP_SECONDS = 0.2
+
+
+def table_addresses(host: str | None) -> set[str] | None:
+    """How /proc/net/tcp* spells ``host`` and the any-address, in upper case (None: any address matches).
+
+    The one definition of a window's address in the kernel's tables: the check on this machine
+    (plugin_utils._launch.walk_in_io.listening) and the one on a launch host (:func:`listen_check_script`).
+    """
+    try:
+        addr = ipaddress.ip_address(str(host))
+    except ValueError:
+        return None  # a name: the window's own bind is not knowable from here
+    packed = addr.packed
+    if addr.version == 4:  # one little-endian 32-bit word
+        return {packed[::-1].hex().upper(), "00000000"}
+    words = "".join(packed[i:i + 4][::-1].hex() for i in range(0, 16, 4)).upper()
+    return {words, "0" * 32}
+
+
+# Exits 0 when a row of the table is in LISTEN state (0A) on port p at one of the addresses in w (any when w is empty).
+_LISTEN_AWK = (
+    'BEGIN { n = split(w, a, " "); for (i = 1; i <= n; i++) ok[a[i]] = 1 } '
+    'FNR > 1 && $4 == "0A" { split($2, x, ":"); if (toupper(x[2]) == p && (n == 0 || (toupper(x[1]) in ok))) f = 1 } '
+    "END { exit f ? 0 : 1 }"
+)
+
+
+def listen_check_script(port: int, host: str | None, seconds: float,
+                        tables: tuple[str, ...] = TCP_TABLES) -> str:
+    """POSIX sh (with awk) for the launch host: wait up to ``seconds`` until a socket of its network namespace
+    listens on ``host:port`` (or on ``port`` of every address), as :func:`table_addresses` spells it; then print
+    :data:`LISTEN_MARK` and exit 0. At the bound: exit 1, nothing printed but progress dots.
+
+    A dot per round: once the ssh that started it is gone, the next write fails and the loop ends with it (no
+    connection, no loop left behind on the launch host).
+    """
+    wanted = table_addresses(host)
+    words = " ".join(sorted(wanted)) if wanted is not None else ""
+    rounds = max(1, int(math.ceil(float(seconds) / LISTEN_STEP_SECONDS)))
+    files = " ".join(always_quote(t) for t in tables)
+    awk = (f"awk -v p={int(port):04X} -v w={always_quote(words)} {always_quote(_LISTEN_AWK)} \"$__flodl_t\" "
+           "2>/dev/null")
+    return (f"__flodl_i=0; while [ \"$__flodl_i\" -lt {rounds} ]; do "
+            f"for __flodl_t in {files}; do [ -r \"$__flodl_t\" ] && {awk} && {{ echo {LISTEN_MARK}; exit 0; }}; done; "
+            f"printf .; sleep {LISTEN_STEP_SECONDS:g}; __flodl_i=$((__flodl_i + 1)); done; exit 1")

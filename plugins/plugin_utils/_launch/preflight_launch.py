@@ -74,7 +74,9 @@ class LaunchFollows:
         """
         self.live = runlock.live_binaries(self._ctx.remotes, self._ctx.cmd) if self._lock_on else {}
         try:
-            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True, free=free)
+            # A walk-in launcher dials no worker (each worker's agent dials it): no reach check from the launch host.
+            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True, free=free,
+                                      reach=self._ctx.settings.launch_mode != "walk_in")
         except RemoteLaunchError as exc:
             return [f"controller: {exc}"]
         # The masters the probe leaves serve the launcher's fan-out: only when it runs here.

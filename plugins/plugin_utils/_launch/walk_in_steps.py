@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The launch step's two walk-in stages: ``open`` (start the launcher, wait for its window) and ``follow``.
 
+The launcher runs on this machine or on ``flodl_launch_host`` (over ssh, walk_in_io.RemoteLauncher); ``follow``
+reads the same local log either way.
+
 Between them, the play starts every worker's agent over its own connection (flodl.cluster.walk_in_agent).
 After ``follow``, each worker's result comes from its agent's collect task, so this step fails only when
 the launcher failed and no worker's result can say why (module_utils._launch.walk_in_verdict.unattributed).
@@ -14,6 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
+from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_ssh, remote_launch_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import walk_in_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import is_local_host
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
@@ -28,22 +34,41 @@ def run_stage(action: Any, task_vars: Mapping[str, Any], result: dict[str, Any],
         result.update(failed=True, msg="flodl launch: walk_in_stage needs a launch_env result prepared for walk_in "
                                        "(prepared_var)")
         return result
-    if not is_local_host(args["launch_host"], task_vars, action._templar):
-        result.update(failed=True, msg=f"flodl launch: flodl_launch_mode=walk_in runs the launcher on this machine "
-                                       f"for now; {args['launch_host']} as flodl_launch_host needs "
-                                       "flodl_launch_mode=fanout")
-        return result
     if args["walk_in_stage"] == "open":
-        return _open(result, args, walk_in, log_dir, display)
+        remote = None
+        if not is_local_host(args["launch_host"], task_vars, action._templar):
+            try:
+                remote = remote_launcher(action, task_vars, str(args["launch_host"]), args)
+            except RemoteLaunchError as exc:
+                result.update(failed=True, msg=f"flodl launch on {args['launch_host']}: {exc}")
+                return result
+        return _open(result, args, walk_in, log_dir, display, remote)
     return _follow(action, task_vars, result, args, walk_in, display)
 
 
-def _open(result, args, walk_in, log_dir, display):
-    started, problem = walk_in_io.open_window(args, walk_in, log_dir, os.getppid())
+def remote_launcher(action: Any, task_vars: Mapping[str, Any], host: str,
+                    args: Mapping[str, Any]) -> walk_in_io.RemoteLauncher:
+    """The launcher on ``host`` (flodl_launch_host), reached as Ansible reaches it: the ssh that runs it there under
+    the remote wrapper (the one a fan-out uses), and how to run the window check there."""
+    argv, payload = remote_launch_argv(action, task_vars, host, args["chdir"], args["command"], args["env"] or {},
+                                       args)
+    ssh = launch_ssh(action, task_vars, host)
+    return walk_in_io.RemoteLauncher(host, argv, payload,
+                                     lambda script: probe_argv({"host": host, "ssh": ssh}, script))
+
+
+def _open(result, args, walk_in, log_dir, display, remote):
+    started, problem = walk_in_io.open_window(args, walk_in, log_dir, os.getppid(), remote=remote)
+    where = f" on {remote.host}" if remote is not None else ""
     if problem:
-        result.update(failed=True, launcher=started, msg=f"flodl launch: {problem} (log: {started.get('log', '-')})")
+        hint = ""
+        if remote is not None:
+            hint = (f"; with flodl_launch_host the window binds flodl_controller_host ({walk_in.get('host')}), which "
+                    f"must be an address of {remote.host} that the workers reach")
+        result.update(failed=True, launcher=started,
+                      msg=f"flodl launch{where}: {problem} (log: {started.get('log', '-')}){hint}")
         return result
-    display.display(f"flodl launch: the launcher's join window is open on port {started['port']} (pid "
+    display.display(f"flodl launch: the launcher's join window is open{where} on port {started['port']} (pid "
                     f"{started['pid']}, log {started['log']}); starting {len(walk_in['agents'])} walk-in agent(s)")
     result.update(changed=True, launcher=started, msg=f"join window open on port {started['port']}")
     return result

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller processes: one-shot commands and parallel ssh sweeps, the parent watcher, and two
-standalone scripts (the run lock's holder, the ssh-master watcher).
+"""Controller processes: one-shot commands and parallel ssh sweeps, the parent watcher, and three
+standalone scripts (the run lock's holder, the ssh-master watcher, the stdin holder of a walk-in launcher's ssh).
 May import: ``module_utils`` wings only (today it imports none).
 
 Entry points:
@@ -13,4 +13,5 @@ Entry points:
 - ``parent_watch.exit_with_parent``: end this worker with ansible-playbook
 - ``sshreuse_watch.start_watcher``: start the script that closes the run's ssh masters
 - ``lock_holder.process_start``: a process's start time, to tell a pid reused
+- ``stdin_holder.main``: run a command with its stdin held open until it ends
 """

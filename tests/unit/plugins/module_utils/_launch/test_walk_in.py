@@ -170,3 +170,61 @@ def test_the_agents_environment_is_on_no_command_line_while_it_runs(tmp_path):
         res = subprocess.run(["/bin/sh", "-c", wi.collect_script(pid, log, 5)], capture_output=True, text=True,
                              timeout=10, check=True)
     assert wi.parse_collect(res.stdout)[1] == [secret]
+
+
+TABLE_HEAD = "  sl  local_address rem_address   st tx_queue rx_queue\n"
+
+
+def _check(tmp_path, port, host, rows, seconds=0.4, six_rows=None):
+    """The launch host's window check, run with sh against fake /proc/net/tcp* tables."""
+    tcp = tmp_path / "tcp"
+    tcp.write_text(TABLE_HEAD + "".join(rows))
+    tables = (str(tcp), str(tmp_path / "tcp6"))
+    if six_rows is not None:
+        (tmp_path / "tcp6").write_text(TABLE_HEAD + "".join(six_rows))
+    script = wi.listen_check_script(port, host, seconds, tables)
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize("port, host, opened", [
+    (1337, "192.168.107.1", True),  # its own address
+    (1337, "192.168.108.1", False),  # another window's address on the same port (a second cluster)
+    (1337, None, True),  # any address
+    (1337, "launchbox", True),  # a name: its bind is not knowable, the port decides
+    (22, None, False),  # established, not listening
+    (1338, "192.168.107.1", False),
+])
+def test_the_launch_hosts_window_check_reads_the_table_as_this_machine_does(tmp_path, port, host, opened):
+    rows = ["   0: 016BA8C0:0539 00000000:0000 0A 00000000:00000000\n",  # 192.168.107.1:1337, LISTEN
+            "   1: 0100007F:0016 0100007F:A000 01 00000000:00000000\n"]  # 127.0.0.1:22, ESTABLISHED
+    res = _check(tmp_path, port, host, rows)
+    assert (res.returncode == 0 and res.stdout.endswith(wi.LISTEN_MARK + "\n")) is opened, res
+    if not opened:
+        assert res.returncode == 1 and set(res.stdout) == {"."}  # dots only, until its bound
+    # The one definition of an address: the local check agrees on the same table.
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.walk_in_io import listening
+    assert listening(port, host, (str(tmp_path / "tcp"),)) is opened
+
+
+def test_the_window_check_reads_tcp6_and_the_any_address(tmp_path):
+    six = ["   0: 00000000000000000000000001000000:0539 00000000000000000000000000000000:0000 0A 0:0\n"]
+    assert _check(tmp_path, 1337, "::1", [], six_rows=six).returncode == 0
+    assert _check(tmp_path, 1337, "::2", [], six_rows=six).returncode == 1
+    anywhere = ["   0: 00000000:0539 00000000:0000 0A 0:0\n"]
+    assert _check(tmp_path, 1337, "192.168.108.1", anywhere).returncode == 0
+    assert wi.table_addresses("192.168.107.1") == {"016BA8C0", "00000000"}
+    assert wi.table_addresses("launchbox") is None
+
+
+def test_the_window_check_waits_for_a_table_that_fills_later(tmp_path):
+    tcp = tmp_path / "tcp"
+    tcp.write_text(TABLE_HEAD)
+    script = wi.listen_check_script(1337, "127.0.0.1", 20, (str(tcp),))
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        tcp.write_text(TABLE_HEAD + "   0: 0100007F:0539 00000000:0000 0A 0:0\n")
+        out = proc.communicate(timeout=15)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and out.endswith(wi.LISTEN_MARK + "\n")

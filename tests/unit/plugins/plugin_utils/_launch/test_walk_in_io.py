@@ -131,7 +131,7 @@ def test_the_launch_steps_walk_in_stages_open_then_follow(tmp_path):
 
 @pytest.mark.parametrize("prepared, host, words", [
     ({}, "localhost", "needs a launch_env result prepared for walk_in"),
-    ({"walk_in": {"agents": {}}}, "elsewhere", "runs the launcher on this machine for now"),
+    ({"walk_in": {"agents": {}}}, "elsewhere", "flodl_launch_host 'elsewhere' is not an inventory host"),
 ])
 def test_the_walk_in_stages_refuse_what_they_cannot_run(tmp_path, prepared, host, words):
     args, _window = _args(tmp_path, 0)
@@ -145,3 +145,98 @@ def test_follow_without_an_open_window_is_refused(tmp_path):
     out = walk_in_steps.run_stage(_action(), {"flodl_launch_env": {"walk_in": window}, "hostvars": {}}, {},
                                   dict(args, walk_in_stage="follow"), str(tmp_path), _display())
     assert out["failed"] is True and "no open join window registered as flodl_launch_window" in out["msg"]
+
+
+# --------------------------------------------------------------------------- on a launch host (flodl_launch_host)
+
+
+def _remote(args):
+    """A launch host played by this machine: the remote wrapper run by sh where ssh would run it there, in a session
+    of its own (what stops the ssh here never signals the far side: only its stdin closes)."""
+    from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import env_payload, wrapper_script
+
+    script = wrapper_script(args["chdir"], args["command"], float(args["grace_seconds"]), args["shell"])
+    return walk_in_io.RemoteLauncher("lh", ["setsid", "/bin/sh", "-c", script], env_payload(args["env"]),
+                                     lambda check: ["/bin/sh", "-c", check])
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_launcher_on_the_launch_host_opens_its_window_there_and_is_followed_here(tmp_path):
+    args, window = _args(tmp_path, 7)
+    args["command"] = f"echo launcher-env=$FLODL_X; {args['command']}"
+    started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid(), remote=_remote(args))
+    assert problem is None and started["launch_host"] == "lh"
+    ended = walk_in_io.follow(started, lambda _text: None, 0.0, 1.0, 0.0)
+    # The environment arrived on the wrapper's stdin; its output and exit code came back through the ssh's.
+    assert ended["rc"] == 7 and "launcher-env=1" in ended["tail"], ended
+    assert ended["view"]["joined"] == {"h1": [0], "h2": [1]}
+
+
+def test_stopping_the_ssh_here_stops_the_launcher_there(tmp_path):
+    args, window = _args(tmp_path, 0, hold=60)
+    args["command"] = f"echo $$ > launcher.pid; exec {args['command']}"
+    started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid(), remote=_remote(args))
+    assert problem is None
+    launcher = int((tmp_path / "launcher.pid").read_text())
+    assert not _gone(launcher, 0.5)
+    walk_in_io.stop(started["pid"], 1.0)  # what the held watcher does when ansible-playbook dies
+    assert _gone(launcher), "the launcher outlived its ssh: the wrapper did not see its stdin close"
+
+
+def test_a_window_that_never_opens_on_the_launch_host_leaves_nothing_running(tmp_path):
+    args, window = _args(tmp_path, 0, command="echo $$ > launcher.pid; exec sleep 60")
+    window["open_timeout"] = 1.0
+    started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid(), remote=_remote(args))
+    assert "did not open" in problem and "1 s" in problem, problem
+    assert _gone(int((tmp_path / "launcher.pid").read_text()))
+    assert _gone(started["pid"])
+
+
+def test_a_launch_host_the_check_cannot_reach_is_named(tmp_path):
+    args, window = _args(tmp_path, 0, hold=30)
+    args["command"] = f"echo $$ > launcher.pid; exec {args['command']}"
+    remote = walk_in_io.RemoteLauncher("lh", _remote(args).argv, _remote(args).payload,
+                                       lambda _check: ["/bin/sh", "-c", "sleep 1; echo 'ssh: connect to host lh: refused' >&2; exit 255"])
+    started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid(), remote=remote)
+    assert problem.startswith("could not ask lh (flodl_launch_host) whether the launcher's join window listens there "
+                              "(ssh exit 255: ssh: connect to host lh: refused)"), problem
+    assert _gone(int((tmp_path / "launcher.pid").read_text())) and _gone(started["pid"])
+
+
+def test_the_open_stage_runs_the_launcher_on_the_launch_host_with_the_fanouts_ssh(tmp_path, monkeypatch):
+    from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import env_payload, wrapper_script
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_target
+
+    args, window = _args(tmp_path, 0)
+    ssh = {"user": "me", "port": 2222}
+    monkeypatch.setattr(launch_target, "launch_ssh", lambda _a, _t, _h: ssh)
+    monkeypatch.setattr(walk_in_steps, "launch_ssh", lambda _a, _t, _h: ssh)
+    remote = walk_in_steps.remote_launcher(_action(), {}, "lh", args)
+    assert remote.host == "lh" and remote.payload == env_payload({"FLODL_X": "1"})
+    assert remote.argv[:5] == ["ssh", "-p", "2222", "-l", "me"] and remote.argv[-2:] == [
+        "lh", wrapper_script(args["chdir"], args["command"], 1.0, "/bin/sh")]
+    assert remote.script_argv("true")[-2:] == ["lh", "true"]
+    # Through the stages: opened there, followed here.
+    monkeypatch.setattr(walk_in_steps, "remote_launcher", lambda *_a: _remote(args))
+    task_vars = {"flodl_launch_env": {"walk_in": window}, "hostvars": {"lh": {}}}
+    shown = _display()
+    opened = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="open", launch_host="lh"),
+                                     str(tmp_path / "logs"), shown)
+    assert opened["changed"] is True and "join window is open on lh on port" in shown.shown[-1], opened
+    task_vars["flodl_launch_window"] = opened
+    followed = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="follow", launch_host="lh"),
+                                       str(tmp_path / "logs"), shown)
+    assert followed["rc"] == 0 and followed["failed"] is False, followed
