@@ -15,7 +15,9 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -256,3 +258,43 @@ def run_sizes(args: argparse.Namespace, prefix: str, root_problem: str | None,
             one_size(ws, n, rows)
         report(ws, rows)
     return 0
+
+
+# --------------------------------------------------------------------------- reading a play's output and samples
+
+_RESULT_LINE = re.compile(r"^(ok|changed|fatal|failed|skipping): \[")
+_AGENT_TAIL = re.compile(r"^\[[^\]\s]+\] ")  # a walk-in agent's last lines, shown by its collect: "[h1] agent: ..."
+
+
+def own_lines(text: str) -> tuple[int, int]:
+    """(all lines, the collection's own): the training's output is not the collection's, i.e. the lines the launch
+    command streams (after ``flodl launch: running``, until the next task or result) and, in walk_in, the agents'
+    last lines each collect shows (``[host] ...``)."""
+    lines = text.splitlines()
+    streamed, inside = 0, False
+    for line in lines:
+        if line.startswith("flodl launch: running "):
+            inside = True
+            continue
+        if inside and (_RESULT_LINE.match(line) or line.startswith(("TASK [", "PLAY RECAP"))):
+            inside = False
+        elif inside or _AGENT_TAIL.match(line):
+            streamed += 1
+    return len(lines), len(lines) - streamed
+
+
+def med(row: dict, kind: str, key: str = "total") -> float:
+    return statistics.median(s[key] for s in row["samples"][kind])
+
+
+def spread(row: dict, kind: str, key: str = "total") -> str:
+    """``median (min-max)`` of a kind's samples in a bench row; ``-`` when the kind did not run there."""
+    if not row["samples"].get(kind):
+        return "-"
+    vals = [s[key] for s in row["samples"][kind]]
+    return f"{statistics.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})"
+
+
+def ratio(row: dict, kind: str, base: str) -> str:
+    have = row["samples"].get(kind) and row["samples"].get(base)
+    return f"{med(row, kind) / med(row, base):.2f}x" if have else "-"

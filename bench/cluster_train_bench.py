@@ -138,20 +138,25 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subp
     return t0, proc
 
 
-def timed_run(argv: list[str], env: dict[str, str], times: Path,
-              cluster: Cluster) -> tuple[float, float, subprocess.CompletedProcess, list[tuple[str, float, float]],
-                                         dict[str, float]]:
-    """A timed playbook that must pass with every rank run: (start, end, the process, its task costs, the wall
-    time of the commands its tasks ran)."""
+def fanout_missing(cluster: Cluster, out: str) -> list[str]:
+    """The workers whose rank the stand-in launcher (fan-out) did not see exit 0."""
+    return [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in out]
+
+
+def timed_run(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster,
+              missing=fanout_missing) -> tuple[float, float, subprocess.CompletedProcess,
+                                               list[tuple[str, float, float]], dict[str, float]]:
+    """A timed playbook that must pass with every rank run (``missing(cluster, stdout)`` names the workers
+    whose ranks did not): (start, end, the process, its task costs, the wall time of the commands its tasks ran)."""
     if times.exists():
         times.unlink()
     t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
     end = time.monotonic()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[:3]} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
-    missing = [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in proc.stdout]
-    if missing:
-        raise RuntimeError(f"ranks did not run on {missing}")
+    bad = missing(cluster, proc.stdout)
+    if bad:
+        raise RuntimeError(f"ranks did not run on {bad}:\n{proc.stdout[-3000:]}")
     events = read_events(times)
     return t0, end, proc, task_costs(events, next(t for k, _name, t in events if k == "stats")), work_seconds(events)
 
