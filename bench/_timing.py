@@ -298,3 +298,15 @@ def spread(row: dict, kind: str, key: str = "total") -> str:
 def ratio(row: dict, kind: str, base: str) -> str:
     have = row["samples"].get(kind) and row["samples"].get(base)
     return f"{med(row, kind) / med(row, base):.2f}x" if have else "-"
+
+
+def failure_text(out: str, err: str = "", limit: int = 6000) -> str:
+    """What a failed play says: its failed and unreachable results, errors and the lines before PLAY RECAP (a
+    recap of hundreds of workers would fill the output's tail)."""
+    lines = out.splitlines()
+    recap = next((i for i, ln in enumerate(lines) if ln.startswith("PLAY RECAP")), len(lines))
+    bad = [ln for ln in lines[:recap] if ln.startswith(("fatal: ", "failed: ", "ERROR", "[ERROR]"))
+           or "UNREACHABLE!" in ln or "NO MORE HOSTS LEFT" in ln]
+    failed = [ln for ln in lines[recap:] if re.search(r"\b(failed|unreachable)=[1-9]", ln)]
+    text = "\n".join([*bad[:40], "...", *lines[max(0, recap - 40):recap], *failed[:20], err[-1500:]])
+    return text[-limit:]

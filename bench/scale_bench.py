@@ -52,7 +52,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import (  # noqa: E402
-    FLOOR_PLAY, Workspace, bench_args, med, own_lines, ratio, read_events, run_sizes, spread, task_costs,
+    FLOOR_PLAY, Workspace, bench_args, failure_text, med, own_lines, ratio, read_events, run_sizes, spread,
+    task_costs,
 )
 from cluster_train_bench import (  # noqa: E402
     VARIANTS, bench_hosts, check_raw, fanout_missing, inventory, raw_script, recorded_launch_env, run, timed_run,
@@ -151,10 +152,10 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         _t, proc = run(play, env)
         if proc.returncode != 0:
             if sum(accepted(cluster).values()) != sum(before.values()) or builds_of(project):
-                raise RuntimeError(f"first run failed after contact:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+                raise RuntimeError(f"first run failed after contact:\n{failure_text(proc.stdout, proc.stderr)}")
             _t, proc = run(play + WALK_IN, env)
             if proc.returncode != 0:
-                raise RuntimeError(f"walk_in's first run failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+                raise RuntimeError(f"walk_in's first run failed:\n{failure_text(proc.stdout, proc.stderr)}")
             script = raw_script(cluster, project, {}, work)  # its probe part only
             kinds = ["refused", "walk_in", "probe", "preflight", "floor", *per_forks]
             samples = measure(kinds, reps, load, probe=probe_part(script, n), script=script, steps=0, **common)
@@ -199,7 +200,7 @@ def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project,
                 t0, proc = run(argv, {**env, **extra, "FLODL_BENCH_TIMES": str(times)})
                 end = time.monotonic()
                 if proc.returncode != 0:
-                    raise RuntimeError(f"{kind} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+                    raise RuntimeError(f"{kind} exited {proc.returncode}:\n{failure_text(proc.stdout, proc.stderr)}")
                 costs = task_costs(read_events(times), end)
                 per_host = sum(d for nm, _s, d in costs if "Result of this worker" in nm or "per-host" in nm)
                 samples[kind].append({"total": end - t0, "per-host task": per_host,
