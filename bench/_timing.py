@@ -15,7 +15,9 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -256,3 +258,55 @@ def run_sizes(args: argparse.Namespace, prefix: str, root_problem: str | None,
             one_size(ws, n, rows)
         report(ws, rows)
     return 0
+
+
+# --------------------------------------------------------------------------- reading a play's output and samples
+
+_RESULT_LINE = re.compile(r"^(ok|changed|fatal|failed|skipping): \[")
+_AGENT_TAIL = re.compile(r"^\[[^\]\s]+\] ")  # a walk-in agent's last lines, shown by its collect: "[h1] agent: ..."
+
+
+def own_lines(text: str) -> tuple[int, int]:
+    """(all lines, the collection's own): the training's output is not the collection's, i.e. the lines the launch
+    command streams (after ``flodl launch: running``, until the next task or result) and, in walk_in, the agents'
+    last lines each collect shows (``[host] ...``)."""
+    lines = text.splitlines()
+    streamed, inside = 0, False
+    for line in lines:
+        if line.startswith("flodl launch: running "):
+            inside = True
+            continue
+        if inside and (_RESULT_LINE.match(line) or line.startswith(("TASK [", "PLAY RECAP"))):
+            inside = False
+        elif inside or _AGENT_TAIL.match(line):
+            streamed += 1
+    return len(lines), len(lines) - streamed
+
+
+def med(row: dict, kind: str, key: str = "total") -> float:
+    return statistics.median(s[key] for s in row["samples"][kind])
+
+
+def spread(row: dict, kind: str, key: str = "total") -> str:
+    """``median (min-max)`` of a kind's samples in a bench row; ``-`` when the kind did not run there."""
+    if not row["samples"].get(kind):
+        return "-"
+    vals = [s[key] for s in row["samples"][kind]]
+    return f"{statistics.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})"
+
+
+def ratio(row: dict, kind: str, base: str) -> str:
+    have = row["samples"].get(kind) and row["samples"].get(base)
+    return f"{med(row, kind) / med(row, base):.2f}x" if have else "-"
+
+
+def failure_text(out: str, err: str = "", limit: int = 6000) -> str:
+    """What a failed play says: its failed and unreachable results, errors and the lines before PLAY RECAP (a
+    recap of hundreds of workers would fill the output's tail)."""
+    lines = out.splitlines()
+    recap = next((i for i, ln in enumerate(lines) if ln.startswith("PLAY RECAP")), len(lines))
+    bad = [ln for ln in lines[:recap] if ln.startswith(("fatal: ", "failed: ", "ERROR", "[ERROR]"))
+           or "UNREACHABLE!" in ln or "NO MORE HOSTS LEFT" in ln]
+    failed = [ln for ln in lines[recap:] if re.search(r"\b(failed|unreachable)=[1-9]", ln)]
+    text = "\n".join([*bad[:40], "...", *lines[max(0, recap - 40):recap], *failed[:20], err[-1500:]])
+    return text[-limit:]

@@ -50,7 +50,8 @@ sys.path.insert(0, str(REPO / "tests" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import (  # noqa: E402
-    Workspace, bench_args, is_per_host, per_host_seconds, read_events, run_sizes, task_costs, work_seconds,
+    Workspace, bench_args, failure_text, is_per_host, per_host_seconds, read_events, run_sizes, task_costs,
+    work_seconds,
     write_floor_play,
 )
 from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root  # noqa: E402
@@ -138,20 +139,25 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subp
     return t0, proc
 
 
-def timed_run(argv: list[str], env: dict[str, str], times: Path,
-              cluster: Cluster) -> tuple[float, float, subprocess.CompletedProcess, list[tuple[str, float, float]],
-                                         dict[str, float]]:
-    """A timed playbook that must pass with every rank run: (start, end, the process, its task costs, the wall
-    time of the commands its tasks ran)."""
+def fanout_missing(cluster: Cluster, out: str) -> list[str]:
+    """The workers whose rank the stand-in launcher (fan-out) did not see exit 0."""
+    return [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in out]
+
+
+def timed_run(argv: list[str], env: dict[str, str], times: Path, cluster: Cluster,
+              missing=fanout_missing) -> tuple[float, float, subprocess.CompletedProcess,
+                                               list[tuple[str, float, float]], dict[str, float]]:
+    """A timed playbook that must pass with every rank run (``missing(cluster, stdout)`` names the workers
+    whose ranks did not): (start, end, the process, its task costs, the wall time of the commands its tasks ran)."""
     if times.exists():
         times.unlink()
     t0, proc = run(argv, {**env, "FLODL_BENCH_TIMES": str(times)})
     end = time.monotonic()
     if proc.returncode != 0:
-        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
-    missing = [h.name for h in cluster if f"[standin-launcher] {h.name}: exited with status 0" not in proc.stdout]
-    if missing:
-        raise RuntimeError(f"ranks did not run on {missing}")
+        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}:\n{failure_text(proc.stdout, proc.stderr)}")
+    bad = missing(cluster, proc.stdout)
+    if bad:
+        raise RuntimeError(f"ranks did not run on {bad}:\n{proc.stdout[-3000:]}")
     events = read_events(times)
     return t0, end, proc, task_costs(events, next(t for k, _name, t in events if k == "stats")), work_seconds(events)
 
@@ -224,7 +230,7 @@ def recorded_launch_env(hosts: BenchHosts, work: Path, playbook: str, env: dict[
                         flodl_launch_command=f"python3 record_env.py {record}", flodl_ssh_reuse=False)
     _t, proc = run([playbook, "-i", str(rec_inv), "flodl.cluster.cluster_train"], env)
     if proc.returncode != 0:
-        raise RuntimeError(f"recording run failed:\n{proc.stdout[-4000:]}")
+        raise RuntimeError(f"recording run failed:\n{failure_text(proc.stdout, proc.stderr)}")
     recorded = json.loads(record.read_text())
     added = {k: v for k, v in recorded.items() if os.environ.get(k) != v and (
         k.startswith(("FLODL_", "FDL_", "LIBTORCH_", "CUDA_")) or k in ("HOSTNAME", "LD_LIBRARY_PATH"))}
@@ -239,7 +245,7 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         # Build the binaries once; then record fdl-cli's launch environment (reuse off: fdl-cli's bytes).
         _t, proc = run(play, env)
         if proc.returncode != 0:
-            raise RuntimeError(f"first build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"first build failed:\n{failure_text(proc.stdout, proc.stderr)}")
         recorded, launch_env = recorded_launch_env(hosts, work, bins["ansible-playbook"], env)
         print(f"  N={n}: launch environment {sorted(k for k in recorded if os.environ.get(k) != recorded[k])}",
               file=sys.stderr)

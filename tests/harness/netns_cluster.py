@@ -12,7 +12,8 @@ share the machine's filesystem everywhere else, which is what flodl calls
 the shared project mount (see :meth:`Cluster.shared_root`).
 
 The /24 is allocated under a lock in /run/flodl-netns/, so concurrent test
-runs on the same machine never collide.  Teardown is by recorded PID only
+runs on the same machine never collide.  A cluster of more than 244 hosts gets an
+aligned block of /24s instead (a /23 up to 500 hosts, a /22 up to 1012), on the one bridge.  Teardown is by recorded PID only
 (verified by process start time), never by process name.
 
 CLI::
@@ -65,6 +66,14 @@ RUN_DIR = Path("/run/flodl-netns")
 SHARED_BASE = Path("/var/tmp/flodl-cluster-tests")
 SUBNETS = range(100, 200)  # 192.168.<k>.0/24
 FIRST_HOST_OCTET = 11
+
+
+def subnet_span(hosts: int) -> int:
+    """How many consecutive /24s (a power of two) a cluster of ``hosts`` needs: one up to 244 hosts."""
+    span = 1
+    while FIRST_HOST_OCTET + hosts > 256 * span - 1:  # the block's last address is its broadcast
+        span *= 2
+    return span
 INSTALL_HINT = "apt-get install openssh-server iproute2 musl musl-tools util-linux procps"
 REQUIRED_TOOLS = ("ip", "unshare", "sshd", "setarch", "musl-ldd", "ssh", "ssh-keygen", "mount")
 _SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -240,6 +249,15 @@ class Cluster:
         return f"192.168.{self.k}.1"
 
     @property
+    def span(self) -> int:
+        """The /24s this cluster's block spans (1 up to 244 hosts)."""
+        return subnet_span(len(self.specs))
+
+    @property
+    def prefix(self) -> int:
+        return 24 - (self.span.bit_length() - 1)
+
+    @property
     def bridge(self) -> str:
         self._need_k()
         return f"flbr{self.k}"
@@ -381,7 +399,7 @@ class Cluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.user:
             _ensure_user(self.user)
-        self.k = _allocate(self.state_dir)
+        self.k = _allocate(self.state_dir, self.span)
         try:
             self._start(timeout)
         except BaseException:
@@ -400,7 +418,8 @@ class Cluster:
         self.control_dir.mkdir()
         self.hosts = []
         for i, spec in enumerate(self.specs):
-            ip = f"192.168.{k}.{FIRST_HOST_OCTET + i}"
+            off = FIRST_HOST_OCTET + i
+            ip = f"192.168.{k + off // 256}.{off % 256}"
             h = Host(name=spec.name, ip=ip, spec=spec)
             if not spec.unreachable:
                 h.netns = f"fl{k}-{spec.name}"
@@ -433,7 +452,7 @@ class Cluster:
         # root namespace: bridge, namespaces, veths (one ip process)
         lines = [
             f"link add {self.bridge} type bridge stp_state 0 forward_delay 0",
-            f"addr add {self.controller_ip}/24 dev {self.bridge}",
+            f"addr add {self.controller_ip}/{self.prefix} dev {self.bridge}",
             f"link set {self.bridge} up",
         ]
         for h in live:
@@ -488,7 +507,7 @@ class Cluster:
         (hd / "home" / ".ssh" / "authorized_keys").write_text((rt / "authorized_keys").read_text())
         (hd / "net.batch").write_text(
             "link set lo up\n"
-            f"addr add {h.ip}/24 dev eth0\n"
+            f"addr add {h.ip}/{self.prefix} dev eth0\n"
             "link set eth0 up\n"
             "route add default dev eth0\n"
         )
@@ -662,7 +681,7 @@ class Cluster:
             shutil.rmtree(self._shared, ignore_errors=True)
             self._shared = None
             self._own_shared = False
-        _release(self.k)
+        _release(self.k, self.span)
         self.k = None
         try:
             (self.state_dir / "cluster.json").unlink()
@@ -709,7 +728,7 @@ class Cluster:
         return c
 
     def summary(self) -> str:
-        lines = [f"cluster 192.168.{self.k}.0/24 bridge {self.bridge} controller {self.controller_ip}",
+        lines = [f"cluster 192.168.{self.k}.0/{self.prefix} bridge {self.bridge} controller {self.controller_ip}",
                  f"key {self.key_path}  user {self.login_user}  shared {self._shared or '-'}"]
         for h in self.hosts:
             quirks = [k for k, v in asdict(h.spec).items() if k != "name" and v]
@@ -791,7 +810,12 @@ class _lock:
 def _used_octets() -> set[int]:
     out = _run([_tool("ip") or "ip", "-4", "-o", "addr", "show"], check=False).stdout
     out += _run([_tool("ip") or "ip", "-4", "route", "show", "table", "all"], check=False).stdout
-    return {int(m) for m in re.findall(r"\b192\.168\.(\d+)\.", out)}
+    used = {int(m) for m in re.findall(r"\b192\.168\.(\d+)\.", out)}
+    for third, bits in re.findall(r"\b192\.168\.(\d+)\.\d+/(\d+)", out):  # a block wider than a /24
+        width = 2 ** max(0, 24 - int(bits)) if 16 <= int(bits) < 24 else 1
+        first = int(third) & ~(width - 1)
+        used.update(range(first, first + width))
+    return used
 
 
 def _record_live(data: dict[str, Any]) -> bool:
@@ -803,8 +827,9 @@ def _record_live(data: dict[str, Any]) -> bool:
     return False
 
 
-def _allocate(state_dir: Path) -> int:
-    """Reserve a free 192.168.<k>.0/24 under the lock; stale records (nothing alive) are reclaimed."""
+def _allocate(state_dir: Path, span: int = 1) -> int:
+    """Reserve a free 192.168.<k>.0/24 under the lock (``span`` > 1: that many aligned ones from k, each with its
+    record); stale records (nothing alive) are reclaimed."""
     with _lock("alloc.lock"):
         used = _used_octets()
         links = set(os.listdir("/sys/class/net"))
@@ -816,34 +841,46 @@ def _allocate(state_dir: Path) -> int:
         except (OSError, ValueError):
             start = 0
         for k in [*SUBNETS[start:], *SUBNETS[:start]]:
-            rec = RUN_DIR / f"net{k}.json"
-            if rec.exists():
-                try:
-                    data = json.loads(rec.read_text())
-                except (OSError, ValueError):
-                    data = {}
-                if _record_live(data) or (not data and time.time() - rec.stat().st_mtime < 60):
-                    continue
-                if data.get("k") == k:  # stale: a crashed run; clean its leftovers
-                    try:
-                        Cluster._from_json(data).down()
-                    except Exception:  # noqa: BLE001
-                        pass
-                    used = _used_octets()
-                    links = set(os.listdir("/sys/class/net"))
-                rec.unlink(missing_ok=True)
-            if k in used or f"flbr{k}" in links:
+            block = range(k, k + span)
+            if k % span or block[-1] not in SUBNETS:
                 continue
-            rec.write_text(json.dumps({"k": k, "state_dir": str(state_dir), "owner_pid": os.getpid(),
-                                       "owner_start": _proc_start(os.getpid()), "hosts": []}))
-            cursor.write_text(str(SUBNETS[(SUBNETS.index(k) + 1) % len(SUBNETS)]))
+            taken = False
+            for j in block:
+                rec = RUN_DIR / f"net{j}.json"
+                if rec.exists():
+                    try:
+                        data = json.loads(rec.read_text())
+                    except (OSError, ValueError):
+                        data = {}
+                    if _record_live(data) or (not data and time.time() - rec.stat().st_mtime < 60):
+                        taken = True
+                        break
+                    if data.get("k") == j:  # stale: a crashed run; clean its leftovers
+                        try:
+                            Cluster._from_json(data).down()
+                        except Exception:  # noqa: BLE001
+                            pass
+                        used = _used_octets()
+                        links = set(os.listdir("/sys/class/net"))
+                    rec.unlink(missing_ok=True)
+                if j in used or f"flbr{j}" in links:
+                    taken = True
+                    break
+            if taken:
+                continue
+            for j in block:  # the block's other /24s name their cluster's k (a stale one is only unlinked)
+                (RUN_DIR / f"net{j}.json").write_text(json.dumps(
+                    {"k": k, "state_dir": str(state_dir), "owner_pid": os.getpid(),
+                     "owner_start": _proc_start(os.getpid()), "hosts": []}))
+            cursor.write_text(str(SUBNETS[(SUBNETS.index(block[-1]) + 1) % len(SUBNETS)]))
             return k
     raise RuntimeError("no free 192.168.100-199.0/24 left for a netns cluster (see /run/flodl-netns/)")
 
 
-def _release(k: int) -> None:
+def _release(k: int, span: int = 1) -> None:
     with _lock("alloc.lock"):
-        (RUN_DIR / f"net{k}.json").unlink(missing_ok=True)
+        for j in range(k, k + span):
+            (RUN_DIR / f"net{j}.json").unlink(missing_ok=True)
 
 
 def _ensure_user(user: str) -> None:

@@ -16,7 +16,7 @@ HARNESS = HERE.parent / "harness" / "netns_cluster.py"
 if str(HARNESS.parent) not in sys.path:
     sys.path.insert(0, str(HARNESS.parent))
 
-from netns_cluster import RUN_DIR, Cluster, HostSpec  # noqa: E402
+from netns_cluster import RUN_DIR, Cluster, HostSpec, subnet_span  # noqa: E402
 
 USER = "flodltest"
 
@@ -215,6 +215,13 @@ def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=60, check=False)
     assert down.returncode == 0, down.stdout + down.stderr
     assert _leftovers(cluster.k, cluster.hosts) == []
+
+
+def test_a_cluster_over_244_hosts_spans_an_aligned_block_of_24s() -> None:
+    # hosts from .11 up, the block's broadcast address excluded: 244 in a /24, 500 in a /23 (scale_bench.py)
+    assert [subnet_span(n) for n in (1, 244, 245, 500, 501, 1012)] == [1, 1, 2, 2, 4, 4]
+    c = Cluster([HostSpec(f"h{i}") for i in range(500)], "/nonexistent")
+    assert (c.span, c.prefix) == (2, 23)
 
 
 def test_parallel_clusters_get_distinct_subnets(netns_cluster_factory) -> None:

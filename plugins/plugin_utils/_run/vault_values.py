@@ -23,6 +23,7 @@ CIPHERTEXTS_KEY = "vaulted"  # a result's (and a run model's) ciphertexts of the
 # Task variables that are views of other variables (each host's, the play's): scanned where they are defined.
 _VIEWS = frozenset({"hostvars", "vars", "groups", "play_hosts", "ansible_play_hosts", "ansible_play_hosts_all",
                     "ansible_play_batch", "omit", "ansible_facts"})
+_DELEGATED = "ansible_delegated_vars"  # {delegated host: its variables, views included}
 _DEPTH = 8
 # The secrets of the step now running (plaintext -> ciphertext): each task runs in a worker process of its own.
 _STEP: dict[str, str] = {}
@@ -57,7 +58,15 @@ def in_task_vars(task_vars: Mapping[str, Any], into: dict[str, str] | None = Non
     """The vaulted values among the task's own variables, untemplated (cheap: nothing is rendered)."""
     into = {} if into is None else into
     for name, value in task_vars.items():
-        if name not in _VIEWS:
+        if name == _DELEGATED and isinstance(value, Mapping):
+            # A delegated task's (the build's, on the build host): the delegated host's variables, each host's whole
+            # set with its views of every other host. Its own are scanned as a task's; walking its hostvars would
+            # render every worker's variables, each holding the run-once steps' results for all workers: O(N^2),
+            # ten minutes at 500 workers on 2 CPUs (bench/README.md, stop 35).
+            for delegated in value.values():
+                if isinstance(delegated, Mapping):
+                    in_task_vars(delegated, into)
+        elif name not in _VIEWS:
             found_in(value, into)
     return into
 

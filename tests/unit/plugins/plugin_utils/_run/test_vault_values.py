@@ -61,6 +61,19 @@ def test_vaulted_values_are_found_before_and_after_templating(vault):
     # The views of other hosts' variables are not walked from a task's own (each host's are read on their own).
     assert vault_values.in_task_vars({"hostvars": {"h2": {"x": value}}, "top": value}) == {SECRET: value._ciphertext}
     assert vault_values.in_task_vars({"hostvars": {"h2": {"x": value}}}) == {}
+    # A delegated task's: the delegated host's own variables are scanned, not its views of every other host.
+    delegated = {"ansible_delegated_vars": {"localhost": {"env": {"T": value}, "hostvars": Exploding()}}}
+    assert vault_values.in_task_vars(delegated) == {SECRET: value._ciphertext}
+
+
+class Exploding(dict):
+    """A view that must not be walked (Ansible renders every host's variables to iterate it)."""
+
+    def values(self):
+        raise AssertionError("a view of every host's variables was walked")
+
+    def __iter__(self):
+        raise AssertionError("a view of every host's variables was walked")
 
 
 def test_ciphertexts_decrypt_with_this_runs_secrets_only(vault):
