@@ -125,3 +125,20 @@ def test_orphan_cleanup_skips_it_by_name(monkeypatch):
     assert "box" not in targets
     assert per_host["box"]["status"] == "skipped"
     assert "reached by Ansible's community.docker.docker connection, not ssh" in per_host["box"]["msg"]
+
+
+def test_its_name_is_not_looked_up_for_the_launchers_extra_hosts():
+    from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
+
+    asked = []
+
+    def resolve(name):
+        asked.append(name)
+        raise OSError(f"Name or service not known: {name}")
+
+    ctx = build_context(task_vars(flodl_launch_mode="walk_in"), None, ["launch"])
+    inputs = le.LaunchInputs(cluster=ctx.cluster, project_root="/srv/proj", cmd="train", host_user="alice",
+                             ansible_only=frozenset(ctx.ansible_only))
+    plan = le.prepare_launch(inputs, resolve)
+    assert "box" not in asked and not any("'box'" in w for w in plan.warnings), (asked, plan.warnings)
+    assert any("'box'" in w for w in le.prepare_launch(replace(inputs, ansible_only=frozenset()), resolve).warnings)
