@@ -64,10 +64,13 @@ class ActionModule(ActionBase):
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         bins = {h: b for h, b in runlock.live_binaries(ctx.remotes, ctx.cmd).items() if ctx.in_play({"host": h})}
         workers = {w["host"]: w for w in ctx.remotes}
+        # A walk_in worker on a non-ssh Ansible connection: flodl's ssh cannot ask it (not counted, said so).
+        per_host = {ctx.inventory_names.get(h, h): entry("skipped", f"reached by Ansible's {c} connection, not "
+                                                         "ssh: its ranks were not counted")
+                    for h, c in ctx.ansible_only.items() if h in bins}
         jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir,
                                  connect_timeout=ctx.connect_timeout)
-                for h, b in bins.items()}
-        per_host = {}
+                for h, b in bins.items() if h not in ctx.ansible_only}
         for host, res in run_parallel(jobs).items():
             count = runlock.parse_running(res.stdout) if res.ok else None
             name = ctx.inventory_names.get(host, host)

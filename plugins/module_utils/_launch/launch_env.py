@@ -150,6 +150,9 @@ class LaunchInputs:
     connect_timeout: int = 0  # ConnectTimeout for the launcher's ssh to each worker (module_utils._ssh.connect_bound); 0: none
     verbosity: str | None = None  # FLODL_VERBOSITY from Ansible's -v (module_utils._run.ansible_flags); None: not added
     hostname: str | None = None  # HOSTNAME from the launch host (None: controller_identity; "": none)
+    # walk_in workers on a non-ssh Ansible connection (RunContext.ansible_only): no launcher reaches them by name,
+    # so they are not looked up for FLODL_INTERNAL_CLUSTER_EXTRA_HOSTS (a container's name never resolves here).
+    ansible_only: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -239,7 +242,8 @@ def prepare_launch(inputs: LaunchInputs, resolver: Resolver = system_resolver) -
             f"controller: neither USER nor whoami named the controller user; {ENV_HOST_USER} is left unset "
             "(the launcher then lets ssh pick the login for workers without flodl_ssh.user)"
         )
-    pairs, host_warnings = cluster_extra_hosts(populated["workers"], resolver)
+    pairs, host_warnings = cluster_extra_hosts(
+        [w for w in populated["workers"] if str(w.get("host")) not in inputs.ansible_only], resolver)
     warnings += host_warnings
     if pairs:
         env[ENV_CLUSTER_EXTRA_HOSTS] = format_extra_hosts(pairs)

@@ -25,7 +25,8 @@ def summary_row(report: Mapping[str, Any]) -> Row:
     """The host's summary line, and its state without the host's name (what healthy hosts fold by)."""
     label, state = _summary_parts(report)
     return Row(host=label, line=f"{label}: {state}", state=state,
-               problem=report.get("status") != STATUS_OK or report.get("role") == "controller")
+               problem=report.get("status") != STATUS_OK or report.get("role") == "controller"
+               or bool(report.get("probe_skipped")))
 
 
 def _summary_parts(report: Mapping[str, Any]) -> tuple[str, str]:
@@ -36,6 +37,9 @@ def _summary_parts(report: Mapping[str, Any]) -> tuple[str, str]:
         parts.append("local checks")
     elif report.get("controller"):
         parts.append("the controller's own box, no ssh")
+    elif report.get("probe_skipped"):
+        parts.append(f"probe skipped: reached by Ansible's {report['probe_skipped']} connection, not ssh; "
+                     "checked by its agent's start")
     if report.get("arch"):
         parts.append(str(report["arch"]))
     if report.get("libc"):

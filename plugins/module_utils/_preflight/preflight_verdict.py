@@ -182,6 +182,25 @@ def _musl_only(host: str, remote_uname: str, remote_ldd: str) -> Finding | None:
     return finding if finding and finding.level == ERROR else None
 
 
+def skipped_probe_note(connection: str) -> str:
+    """Why a walk_in worker reached by a non-ssh Ansible connection has no ssh probe."""
+    return (f"skipped: reached by Ansible's {connection} connection, not ssh; checked by its agent's start "
+            "(its data path, ABI and running ranks are not probed before the launch)")
+
+
+def ansible_worker_report(worker: Mapping[str, Any], connection: str, data_path: str, declared: bool) -> dict[str, Any]:
+    """A walk_in worker flodl's ssh cannot reach (``ansible_connection`` not ssh): not probed, ok, said so.
+
+    Its agent starts over that connection and fails its own task when the worker cannot run its rank, so the
+    probe is skipped, not failed (``flodl_preflight_require_all`` does not apply: nothing was unreachable).
+    """
+    note = f"host {worker['host']}: preflight probe {skipped_probe_note(connection)}"
+    return {"host": str(worker["host"]), "status": STATUS_OK, "probe_skipped": connection, "arch": None,
+            "libc": None, "ldd": None, "pkill": None, "gpus": None,
+            "data_path": {"path": data_path, "declared": declared, "state": "unchecked"},
+            "errors": [], "warnings": [], "notes": [note]}
+
+
 def local_worker_report(
     worker: Mapping[str, Any], controller: Mapping[str, Any], arch: str, gpu_text: str | None
 ) -> dict[str, Any]:

@@ -71,6 +71,8 @@ class RunContext:
     connect_timeout: int = DEFAULT_CONNECT_SECONDS  # flodl_launch_connect_timeout, for the launcher's ssh
     play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
     inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
+    # walk_in only: logical host -> the non-ssh Ansible connection that reaches it (flodl's ssh never does).
+    ansible_only: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     settings: RunSettings = field(default_factory=RunSettings)
     # How this step got the model (run_handoff.trace), and the model it built for the later steps: not in the model.
@@ -91,6 +93,10 @@ class RunContext:
     @property
     def project_root(self) -> str:
         return str(self.cluster["controller"]["path"])
+
+    def reached_by_ansible(self, worker: Mapping[str, Any]) -> str | None:
+        """The non-ssh Ansible connection that alone reaches ``worker`` (walk_in), else None."""
+        return self.ansible_only.get(str(worker.get("host")))
 
     def in_play(self, worker: Mapping[str, Any]) -> bool:
         return self.inventory_names.get(str(worker.get("host")), "") in self.play_hosts
@@ -189,6 +195,9 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         return None
     if not _str_list(data.get("play_hosts")) or not _str_list(data.get("warnings")):
         return None
+    only = data.get("ansible_only", {})
+    if not isinstance(only, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in only.items()):
+        return None
     vaulted = model.get("vaulted", [])
     if not _str_list(vaulted):
         return None
@@ -209,6 +218,7 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         return None
     return RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
                                                 "play_hosts", "warnings")}, settings=settings,
+                      ansible_only=dict(values.get("ansible_only") or {}),
                       vaulted=dict(zip(secrets, vaulted)))
 
 

@@ -186,6 +186,29 @@ def jump_with_host_key_options(options: list[str]) -> list[str]:
     return [f"ProxyCommand={command}" if o is jumps[0] else o for o in options]
 
 
+SSH_CONNECTIONS = ("ssh", "ansible.builtin.ssh", "smart")
+
+
+def is_ssh_connection(name: str | None) -> bool:
+    """True for the connection plugins flodl's launcher can stand in for with its own ssh."""
+    return str(name or "ssh") in SSH_CONNECTIONS
+
+
+def non_ssh_problems(host: str, connection: str, worker_vars: Mapping[str, Any]) -> list[str]:
+    """What a walk_in worker reached by a non-ssh Ansible connection cannot have (its agent needs no ssh).
+
+    flodl counts ``local_devices: all`` with its own ssh (the preflight's GPU sweep does the same): neither
+    reaches this worker, so its devices are listed instead.
+    """
+    if str(worker_vars.get("flodl_local_devices") or "").strip() == "all":
+        return [
+            f"host {host}: flodl_local_devices is 'all', but this worker is reached by Ansible's {connection} "
+            "connection, not ssh: flodl counts 'all' devices over ssh and cannot reach it; list its devices "
+            "explicitly (e.g. flodl_local_devices: [0, 1])"
+        ]
+    return []
+
+
 def derive_worker_ssh(
     host: str,
     conn: ResolvedConnection,
@@ -196,7 +219,7 @@ def derive_worker_ssh(
     Problems name the setting and why flodl's launcher cannot honour it.
     """
     problems: list[str] = []
-    if conn.connection not in ("ssh", "ansible.builtin.ssh", "smart"):
+    if not is_ssh_connection(conn.connection):
         problems.append(
             f"ansible_connection is {conn.connection!r}: flodl's launcher reaches remote workers with ssh "
             "only; use the ssh connection for this host (or make it the controller's own worker)"

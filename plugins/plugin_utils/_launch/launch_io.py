@@ -174,6 +174,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, GpuCounts], host_
         libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
         ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run, connect_timeout=ctx.connect_timeout,
         verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.get("env")),
+        ansible_only=frozenset(ctx.ansible_only),
     )
 
 

@@ -37,6 +37,11 @@ def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str,
         name = ctx.inventory_names.get(worker["host"], worker["host"])
         if not ctx.in_play(worker):
             continue
+        connection = ctx.reached_by_ansible(worker)
+        if connection:
+            per_host[name] = entry("skipped", f"reached by Ansible's {connection} connection, not ssh: flodl's ssh "
+                                   "cleanup cannot reach it; its walk-in agent stops its rank when the launcher ends")
+            continue
         abs_bin = None if worker["host"] == ctx.controller_identity else td.binary_of(worker, envelope, ctx.cmd)
         if abs_bin is None:
             per_host[name] = entry("skipped", "no prebuilt binary known on this host: nothing to stop")

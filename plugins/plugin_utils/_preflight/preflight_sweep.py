@@ -121,13 +121,15 @@ def sweep(
         if not ctx.in_play(worker):
             continue
         path, declared = effective_data_path(worker)
+        plans[worker["host"]] = (path, declared)
+        if ctx.reached_by_ansible(worker):
+            continue  # walk_in over a non-ssh connection: flodl's ssh cannot reach it (its report says so)
         script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
                                        project=str(worker["path"]) if worker.get("path") else None,
                                        free=bool(min_free_gb))
         if follow is not None:
             script += follow.probe_suffix(worker["host"])
         jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
-        plans[worker["host"]] = (path, declared)
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
         jobs[BUILD_HOST_JOB] = build_host_argv
@@ -167,8 +169,12 @@ def sweep(
             gpu_text = local_gpu_text() if worker.get("local_devices") == "all" else None
             reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
             continue
-        res = results[host]
         path, declared = plans[host]
+        connection = ctx.reached_by_ansible(worker)
+        if connection:
+            reports[host] = pf_verdict.ansible_worker_report(worker, connection, path, declared)
+            continue
+        res = results[host]
         report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,

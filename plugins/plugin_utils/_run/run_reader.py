@@ -33,6 +33,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshargs import 
     SECRET_CONNECTION_VARS,
     ResolvedConnection,
     connection_from_vars,
+    is_ssh_connection,
+    non_ssh_problems,
     own_worker_ssh_block,
     worker_ssh_block,
 )
@@ -43,7 +45,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact i
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import run_rules as rules
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.inventory_sources import empty_group_problem
-from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_settings import read_settings
+from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_settings import launch_mode_walk_in, read_settings
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_for_output
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import as_bool, plain, var
 
@@ -107,6 +109,9 @@ def build_context(
     workers: list[tuple[str, dict[str, Any]]] = []
     ssh_blocks: dict[str, dict[str, Any] | None] = {}
     inventory_names: dict[str, str] = {}
+    ansible_only: dict[str, str] = {}
+    # walk_in starts each agent over the worker's own Ansible connection: ssh is not needed to reach it.
+    walk_in = launch_mode_walk_in(task_vars, templar)
     worker_rows = _worker_vars(task_vars, templar, vaulted)
     if not worker_rows and rules.GANG_PHASES.intersection(phases):
         # The playbook ran on localhost for want of workers: nothing else about the run matters.
@@ -120,7 +125,14 @@ def build_context(
             # Never reached over ssh, but a declared block is part of the topology (fdl-cli keeps it).
             ssh_blocks[name] = own_worker_ssh_block(values)
             continue
-        ssh_blocks[name], found = worker_ssh_block(host, values, resolve(name, raw))
+        conn = resolve(name, raw)
+        if walk_in and not is_ssh_connection(conn.connection):
+            ansible_only[host] = str(conn.connection)
+            ssh_blocks[name] = own_worker_ssh_block(values)  # only as declared: flodl's ssh never reaches it
+            problems += [worded(p, index, "flodl_local_devices")
+                         for p in non_ssh_problems(host, str(conn.connection), values)]
+            continue
+        ssh_blocks[name], found = worker_ssh_block(host, values, conn)
         problems += [worded(p, index) for p in found]
     cluster = cluster_from_inventory(workers, cluster_vars, ssh_blocks)
     problems[:0] = cluster_findings(cluster, INVENTORY)
@@ -185,6 +197,7 @@ def build_context(
         project_dir=str(checkout or cluster["controller"]["path"]),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
+        ansible_only=ansible_only,
         settings=read_settings(task_vars, templar),
         vaulted=vaulted,
     )

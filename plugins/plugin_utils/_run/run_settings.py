@@ -21,6 +21,11 @@ def walks_in(task_vars: Mapping[str, Any], templar: Any, phases: list[str]) -> b
     return "launch" in phases and _launch_mode(task_vars, templar) == "walk_in"
 
 
+def launch_mode_walk_in(task_vars: Mapping[str, Any], templar: Any) -> bool:
+    """Whether the run's launch mode is ``walk_in``, whatever this step's phases (teardown of a walk_in run too)."""
+    return _launch_mode(task_vars, templar) == "walk_in"
+
+
 def _launch_mode(task_vars: Mapping[str, Any], templar: Any) -> str:
     return str(var(task_vars, templar, "flodl_launch_mode", "") or "").strip()
 
