@@ -102,13 +102,6 @@ if [ "$venvs_ok" != true ]; then
   echo "bootstrap: a venv could not be built (see above); run scripts/bootstrap.sh again once that is fixed" >&2
   exit 1
 fi
-# community.docker for the ansible-core 2.21 line (the 2.19 line has it from the `ansible` package): the walk_in test
-# with a Docker container worker (tests/integration/test_walk_in_docker.py) reaches it with that connection plugin.
-site_221=$("$VENV_DIR/ansible-2.21/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-if [ ! -f "$site_221/ansible_collections/community/docker/plugins/connection/docker.py" ]; then
-  "$VENV_DIR/ansible-2.21/bin/ansible-galaxy" collection install 'community.docker>=4.8,<5' -p "$site_221" >/dev/null 2>&1 \
-    || echo "bootstrap: community.docker could not be installed for ansible-core 2.21; test_walk_in_docker skips there" >&2
-fi
 core_version() { # $1 = venv name; not `ansible --version | head -1`: head closing the pipe makes ansible print a traceback
   "$VENV_DIR/$1/bin/python" -c 'from ansible.release import __version__; print(__version__)'
 }

@@ -25,12 +25,15 @@ DOCKER_CONNECTION = "community.docker.docker"
 
 
 def _docker_collection_root() -> str | None:
-    """The collections root holding community.docker for the ansible running the tests (its site-packages, from
-    the ``ansible`` package scripts/bootstrap.sh installs), or None. The tests' ansible scans no system path, so
-    it is added beside the installed flodl.cluster, after it."""
+    """The collections root holding community.docker, or None. The 2.19 venv has it from the ``ansible`` package
+    scripts/bootstrap.sh installs there; the 2.21 line uses that copy too (a collection is plain files, and the
+    connection plugin supports both lines). The tests' ansible scans no system path, so the root is added beside
+    the installed flodl.cluster, after it."""
     import ansible
 
-    for root in (Path(ansible.__file__).resolve().parent.parent, *map(Path, sys.path)):
+    here = Path(ansible.__file__).resolve().parent.parent
+    siblings = sorted(Path(sys.prefix).parent.glob("ansible-2.19/lib/python3*/site-packages"))
+    for root in (here, *map(Path, sys.path), *siblings):
         if (root / "ansible_collections" / "community" / "docker" / "plugins" / "connection" / "docker.py").is_file():
             return str(root)
     return None
