@@ -74,6 +74,8 @@ def subnet_span(hosts: int) -> int:
     while FIRST_HOST_OCTET + hosts > 256 * span - 1:  # the block's last address is its broadcast
         span *= 2
     return span
+
+
 INSTALL_HINT = "apt-get install openssh-server iproute2 musl musl-tools util-linux procps"
 REQUIRED_TOOLS = ("ip", "unshare", "sshd", "setarch", "musl-ldd", "ssh", "ssh-keygen", "mount")
 _SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -60,8 +60,9 @@ def test_walk_in_runs_a_docker_container_worker_over_its_ansible_connection(
     from test_launch import PLAYBOOKS, project_vars, rank_processes, worker_vars
 
     docker_collection = _docker_collection_root()
-    need(docker_collection is not None, f"the {DOCKER_CONNECTION} connection plugin is not installed for this ansible "
-                                   "(scripts/bootstrap.sh installs community.docker)")
+    need(docker_collection is not None,
+         f"the {DOCKER_CONNECTION} connection plugin is not installed for this ansible (scripts/bootstrap.sh "
+         "installs the `ansible` package, which carries community.docker, in the 2.19 venv)")
     cluster = netns_cluster_factory(["h1", "h2"])
     project = copy_project(netns_shared_dir / "proj")
     started = subprocess.run(
