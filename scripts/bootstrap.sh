@@ -81,7 +81,8 @@ make_venv() {
 # The 2.19 venv also carries the publishing and AWX tools: ansible-builder
 # (execution environments), galaxy-importer (what Galaxy/Automation Hub run
 # on upload), the antsibull linters, ansible-runner (how AWX runs a job) and
-# molecule; plus the `ansible` package for awx.awx, so ansible-lint checks the
+# molecule and ansible-navigator (docs/awx.md's local run, tests/ee/test_navigator.py); plus the `ansible` package
+# for awx.awx, so ansible-lint checks the
 # arguments of examples/awx/configure.yml against the real modules.
 # galaxy-importer caps ansible-lint, so keep the two ranges aligned.
 # cryptography 51 deprecates DSA, and ansible-core (2.19 to 2.21, its ssh-agent code) imports the DSA classes
@@ -91,7 +92,7 @@ make_venv() {
 make_venv ansible-2.19 3.11 'ansible-core>=2.19,<2.20' 'cryptography<51' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-lint>=25,<27' \
   'ansible-builder>=3.1,<4' 'galaxy-importer>=0.4.30,<0.5' \
   'antsibull-docs>=2.16,<3' 'antsibull-changelog>=0.30,<1' \
-  'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13' &
+  'ansible-runner>=2.4,<3' 'molecule>=25,<27' 'ansible>=12,<13' 'ansible-navigator>=25,<27' &
 venv_219=$!
 make_venv ansible-2.21 3.13 'ansible-core>=2.21,<2.22' 'cryptography<51' 'pytest>=8' 'pytest-xdist>=3.5,<4' 'coverage>=7.5,<8' 'ansible-runner>=2.4,<3' &
 venv_221=$!
