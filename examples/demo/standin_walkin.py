@@ -32,6 +32,10 @@ import threading
 import time
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+# An agent's first two lines must come this quickly. Once admitted it is silent until every rank is in (a large
+# cluster's agents start over minutes), so its connection then has no read timeout: the join window and the
+# agent's own kill bound (the collection's agent timeout) bound that wait.
+HELLO_SECONDS = 30.0
 
 
 class WalkInError(Exception):
@@ -100,7 +104,7 @@ class Window:
         return self._supervise()
 
     def _admit(self, conn: socket.socket) -> None:
-        conn.settimeout(30)
+        conn.settimeout(HELLO_SECONDS)
         reader = conn.makefile("r", encoding="ascii", newline="\n")
         try:
             name = reader.readline().strip().removeprefix("name ")
@@ -129,6 +133,7 @@ class Window:
         os.makedirs(self.record_dir, exist_ok=True)
         with open(os.path.join(self.record_dir, f"{host}.hex"), "w", encoding="ascii") as fh:
             fh.write(hello.removeprefix("hello "))
+        conn.settimeout(None)
         self.say(f'host "{host}" joined with ranks [{", ".join(map(str, ranks))}]')
         _send(conn, "ranks " + ",".join(map(str, ranks)))
         with self.lock:
