@@ -18,7 +18,7 @@ import pytest
 PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 DOC = PLUGINS.parent / "docs" / "architecture.md"
 PREFIX = "ansible_collections.flodl.cluster.plugins."
-MAX_FILES = 13  # "about 12" per folder
+MAX_FILES = 12  # "about 12" per folder: every .py file, the wing's face (__init__.py) included
 
 # Lower numbers are foundations. An import may go to its own wing or to a lower level, never up; the phase
 # wings of one level never import each other, and a wing of one phase never imports one of another phase.
@@ -116,8 +116,9 @@ def _closure(start: Path, eager: bool = False) -> set[Path]:
 
 def test_no_folder_holds_more_than_about_twelve_files() -> None:
     for folder in {p.parent for p in _files()}:
-        count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
-        assert count <= MAX_FILES, f"{folder.relative_to(PLUGINS)} holds {count} files: split it into wings"
+        count = len(list(folder.glob("*.py")))
+        assert count <= MAX_FILES, (f"{folder.relative_to(PLUGINS)} holds {count} .py files, __init__.py included "
+                                    f"(at most {MAX_FILES}): split it into wings")
 
 
 def test_every_wing_is_known_and_has_a_face() -> None:
