@@ -15,7 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs im
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import compose_overlay as co
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster import name_resolution as nr
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.launch_size import render_checked
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.lookups import start_lookups
 from ansible_collections.flodl.cluster.plugins.module_utils._run.identity import controller_user

@@ -97,7 +97,7 @@ class ActionModule(ActionBase):
             return result
         if args["walk_in_stage"]:
             # Imported here: a fan-out never loads the walk-in side.
-            from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.walk_in_steps import run_stage
+            from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in.walk_in_steps import run_stage
             return run_stage(self, task_vars, result, args, log_dir, display)
         if args["detach"]:
             # Imported here: ansible-playbook loads this file before every launch, and most launches run attached.

@@ -10,10 +10,10 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in_verdict as wv
 from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import WALK_IN_AGENT
-from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.walk_in_vars import own_agent, own_view
+from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in.walk_in_vars import own_agent, own_view
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered_at
 
 

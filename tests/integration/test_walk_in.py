@@ -18,7 +18,7 @@ from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / ".collections"))
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi  # noqa: E402
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi  # noqa: E402
 from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_encode  # noqa: E402
 from ansible_collections.flodl.cluster.plugins.module_utils._core.serde_json_text import serde_pretty  # noqa: E402
 from test_launch import copy_project  # noqa: E402

@@ -172,7 +172,7 @@ def render_checked(
 
     ``plan.env`` *is* ``fitted.env`` afterwards, so what is launched is what was measured. A guarded plan
     adds nothing and has nothing to check. ``then`` turns the rendered plan into what the mode launches (a
-    walk-in window, module_utils._launch.walk_in) before it is measured: the size check is the mode's own.
+    walk-in window, module_utils._walk_in.walk_in) before it is measured: the size check is the mode's own.
     """
     plan = le.prepare_launch(inputs, resolver)
     if then is not None and not plan.guarded:

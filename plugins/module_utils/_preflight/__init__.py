@@ -2,7 +2,8 @@
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Preflight's meaning: each check's finding, one host's verdict, the run's report.
-A phase wing: it never imports ``_prebuild`` or ``_launch``. May import: ``_probe`` and the wings below it.
+A phase wing: it never imports ``_prebuild``, ``_launch`` or ``_walk_in``.
+May import: ``_probe`` and the wings below it.
 
 Entry points:
 - ``preflight_verdict.evaluate_remote``: one remote worker's verdict from its probe

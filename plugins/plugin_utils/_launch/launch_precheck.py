@@ -26,7 +26,7 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_command as lc
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_env as le
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import launch_size
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils._run.identity import controller_user
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild import PrebuildError, plan_prebuild
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import envelope_json
@@ -83,7 +83,7 @@ def size_problems(action: Any, task_vars: Any, ctx: RunContext, phases: list[str
         local_counts=(1, 0))
     envelope = json.loads(inputs.prebuild_envelope_json) if inputs.prebuild_envelope_json else {}
 
-    def to_walk_in(plan):  # what a walk-in launcher gets (module_utils._launch.walk_in): its own size, not the roster's
+    def to_walk_in(plan):  # what a walk-in launcher gets (module_utils._walk_in.walk_in): its own size, not the roster's
         plan.env = wi.plan(plan.env, plan.topology or {}, envelope, ctx.inventory_names, 0.0)[0]
     try:
         _plan, fitted = launch_size.render_checked(inputs, _no_lookup, inherited=os.environ, arg_max=default_arg_max(),

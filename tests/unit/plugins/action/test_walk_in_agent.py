@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import walk_in_steps
+from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in import walk_in_steps
 
 from .conftest import Case, make_action, run_case
 

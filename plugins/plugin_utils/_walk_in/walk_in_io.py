@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import detached as dt
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in_verdict as wv
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import PRIVATE_DIR_MODE, make_dirs
 from ansible_collections.flodl.cluster.plugins.module_utils._core.group_watch import group_alive, start_watch
 from ansible_collections.flodl.cluster.plugins.module_utils._core.output_batch import OutputBatcher
@@ -79,7 +79,7 @@ class WindowCheckError(Exception):
 
 class RemoteListenCheck:
     """``listening`` on the launch host: one ssh, bounded by the window's open bound, that prints a mark when the
-    window listens there (module_utils._launch.walk_in.listen_check_script). Called until it says True; raises
+    window listens there (module_utils._walk_in.walk_in.listen_check_script). Called until it says True; raises
     WindowCheckError when the check ended without it. ``close`` ends the ssh (the loop there ends with it)."""
 
     def __init__(self, remote: RemoteLauncher, seconds: float):

@@ -8,7 +8,7 @@ reads the same local log either way.
 
 Between them, the play starts every worker's agent over its own connection (flodl.cluster.walk_in_agent).
 After ``follow``, each worker's result comes from its agent's collect task, so this step fails only when
-the launcher failed and no worker's result can say why (module_utils._launch.walk_in_verdict.unattributed).
+the launcher failed and no worker's result can say why (module_utils._walk_in.walk_in_verdict.unattributed).
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in_verdict as wv
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_ssh, remote_launch_argv
-from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import walk_in_io
+from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in import walk_in_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import is_local_host
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.parent_watch import exit_with_parent
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in_verdict as wv
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import registered_at
 
 PLAN_KEYS = ("run_id", "join_timeout", "agent_timeout")

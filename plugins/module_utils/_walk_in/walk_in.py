@@ -269,7 +269,7 @@ def table_addresses(host: str | None) -> set[str] | None:
     """How /proc/net/tcp* spells ``host`` and the any-address, in upper case (None: any address matches).
 
     The one definition of a window's address in the kernel's tables: the check on this machine
-    (plugin_utils._launch.walk_in_io.listening) and the one on a launch host (:func:`listen_check_script`).
+    (plugin_utils._walk_in.walk_in_io.listening) and the one on a launch host (:func:`listen_check_script`).
     """
     try:
         addr = ipaddress.ip_address(str(host))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in_verdict as wv
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in_verdict as wv
 
 LINES = [
     "[standin-launcher] join window open on 10.0.0.1:1337",

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils._launch import walk_in as wi
+from ansible_collections.flodl.cluster.plugins.module_utils._walk_in import walk_in as wi
 from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_decode
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import END_MARK
 
@@ -202,7 +202,7 @@ def test_the_launch_hosts_window_check_reads_the_table_as_this_machine_does(tmp_
     if not opened:
         assert res.returncode == 1 and set(res.stdout) == {"."}  # dots only, until its bound
     # The one definition of an address: the local check agrees on the same table.
-    from ansible_collections.flodl.cluster.plugins.plugin_utils._launch.walk_in_io import listening
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in.walk_in_io import listening
     assert listening(port, host, (str(tmp_path / "tcp"),)) is opened
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import walk_in_io, walk_in_steps
+from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in import walk_in_io, walk_in_steps
 
 # A stand-in launcher: binds the window, names its hosts as upstream does, exits with the code asked.
 LAUNCHER = textwrap.dedent("""\
