@@ -125,17 +125,24 @@ def agent_launch(worker: Mapping[str, Any], entry: Mapping[str, Any], spec: Mapp
     return AgentLaunch(str(worker["host"]), cwd, binary, env)
 
 
+# An agent log no collect took (its job was cancelled or killed) is kept this long for a post-mortem, then the next
+# agent started on that worker removes it. Only a finished agent's (its ``.exit`` written): never a running one's.
+STALE_LOG_MINUTES = 10
+_LOG_PREFIX = "flodl-agent-"
+
+
 def agent_log(run_id: str) -> str:
     """The agent's output on its worker: in the connection user's temporary directory, this run's name."""
     if not re.fullmatch(r"[0-9a-f]{16}", run_id):
         raise ValueError("a run id is 16 lowercase hex characters")
-    return f"${{TMPDIR:-/tmp}}/flodl-agent-{run_id}.log"
+    return f"${{TMPDIR:-/tmp}}/{_LOG_PREFIX}{run_id}.log"
 
 
 def start_script(launch: AgentLaunch, log: str, timeout_s: int) -> str:
     """POSIX sh: read the environment from stdin, start the agent in a clean environment and a session of its
     own, print its pid. The agent is killed after ``timeout_s`` whatever happens; its exit code is recorded
-    beside its log (``<log>.exit``).
+    beside its log (``<log>.exit``). Finished agents' logs of earlier runs older than :data:`STALE_LOG_MINUTES`
+    in the same directory are removed first.
 
     The environment goes on in a pipe, never as arguments: the session's shell and ``timeout`` live as long as
     the agent, and their command lines (any local user's to read in /proc) would show the run's join token.
@@ -151,6 +158,8 @@ def start_script(launch: AgentLaunch, log: str, timeout_s: int) -> str:
         f"cd {always_quote(launch.cwd)} || {{ echo {AGENT_MARK}=no-cwd; exit 0; }}",
         "umask 077",
         f'__log="{log}"; rm -f "$__log" "$__log.exit"',
+        (f'for __x in "${{__log%/*}}"/{_LOG_PREFIX}*.log.exit; do [ -f "$__x" ] && '
+         f'[ -n "$(find "$__x" -mmin +{STALE_LOG_MINUTES} 2>/dev/null)" ] && rm -f "${{__x%.exit}}" "$__x"; done'),
         # printf is built in: the values reach the pipe without a command line of their own.
         f'printf "%s\\n" "$@" | env -i "PATH=$PATH" "HOME=${{HOME:-/}}" setsid /bin/sh -c {always_quote(inner)} '
         # Its own descriptors too: the connection (ssh, docker exec) ends when nothing holds its output.

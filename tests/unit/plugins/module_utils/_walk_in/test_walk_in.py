@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 
 import pytest
 
@@ -228,3 +230,28 @@ def test_the_window_check_waits_for_a_table_that_fills_later(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and out.endswith(wi.LISTEN_MARK + "\n")
+
+
+def test_a_start_removes_earlier_runs_finished_agent_logs_once_stale(tmp_path):
+    """A cancelled run's agent log stays for a post-mortem; the next start on that worker removes it after
+    STALE_LOG_MINUTES, but never a running agent's log (no ``.exit`` yet) nor a fresh one."""
+    old = time.time() - 60 * (wi.STALE_LOG_MINUTES + 5)
+    files = {}
+    for name, finished, stale in (("aaaaaaaaaaaaaaaa", True, True), ("bbbbbbbbbbbbbbbb", True, False),
+                                  ("cccccccccccccccc", False, True)):
+        log = tmp_path / f"flodl-agent-{name}.log"
+        log.write_text("rank output\n")
+        marks = [log]
+        if finished:
+            (tmp_path / f"{log.name}.exit").write_text("0\n")
+            marks.append(tmp_path / f"{log.name}.exit")
+        for path in marks:
+            if stale:
+                os.utime(path, (old, old))
+        files[name] = marks
+    launch = wi.AgentLaunch("a", str(tmp_path), "/bin/true", {"FLODL_HOST_NAME": "a"})
+    started = subprocess.run(["/bin/sh", "-c", wi.start_script(launch, str(tmp_path / "flodl-agent-dddddddddddddddd.log"), 5)],
+                             input=wi.start_stdin(launch), capture_output=True, timeout=10, check=True)
+    assert isinstance(wi.parse_start(started.stdout.decode()), int)
+    assert not any(p.exists() for p in files["aaaaaaaaaaaaaaaa"])
+    assert all(p.exists() for p in files["bbbbbbbbbbbbbbbb"] + files["cccccccccccccccc"])
