@@ -338,6 +338,41 @@ class TestInheritFrom:
         leaf = write(tmp_path / "fdl.yml", "inherit-from: null\na: 1\n")
         assert fch.resolve_chain(leaf)[0][1] == {"a": 1}
 
+    @pytest.mark.parametrize("value, shape", [
+        ("true", "a boolean"),
+        ("{path: secret.yml, token: hunter2}", "a mapping of 2 keys"),
+        ("!!binary aHVudGVyMg==", "a bytes"),
+    ])
+    def test_a_non_string_inherit_from_is_told_by_its_shape_only(self, tmp_path, value, shape):
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: %s\n" % value)
+        with pytest.raises(FdlConfigError, match="must be a string path, got %s" % shape) as err:
+            fch.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value) and "aHVudGVy" not in str(err.value) and "secret" not in str(err.value)
+        assert err.value.key == "inherit-from"
+
+    def test_a_nul_byte_in_inherit_from_is_refused_before_any_path_is_made(self, tmp_path):
+        write(tmp_path / "a.yml", "x: 1\n")
+        leaf = write(tmp_path / "fdl.yml", 'inherit-from: "a.yml\\0../../etc/passwd"\n')
+        with pytest.raises(FdlConfigError, match="must not contain a NUL byte") as err:
+            fch.resolve_chain(leaf)
+        assert err.value.files == [str(leaf)]
+
+    def test_a_parent_that_is_not_utf8_reports_that_only(self, tmp_path):
+        (tmp_path / "blob.yml").write_bytes(b"token: \xff\xfehunter2\n")
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: blob.yml\n")
+        with pytest.raises(FdlConfigError, match=r"\(17 bytes\) cannot be read as UTF-8 text; its content is not shown"
+                           ) as err:
+            fch.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value)
+
+    def test_a_parent_too_deep_to_parse_reports_that_only(self, tmp_path):
+        # No position to give (a RecursionError, not a syntax error): neither the text nor a line is shown.
+        (tmp_path / "deep.json").write_text("[" * 200000, encoding="utf-8")
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: deep.json\n")
+        with pytest.raises(FdlConfigError, match=r"\(200000 bytes\) cannot be parsed; its content is not shown") as err:
+            fch.resolve_chain(leaf)
+        assert "[[" not in str(err.value)
+
 
 # ---------------------------------------------------------------- validation
 
