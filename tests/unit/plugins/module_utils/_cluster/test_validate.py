@@ -46,3 +46,12 @@ def test_workers_that_are_not_a_list_are_refused_and_none_is_checked(workers, go
     assert all(p.startswith("cluster.workers: ") for p in found)
     inventory = cluster_problems({"controller": CONTROLLER, "workers": workers})
     assert inventory[0] == f"cluster: group flodl_workers: must be a list of workers, got {got}"
+
+
+@pytest.mark.parametrize("worker, got", [("gpu-a", 'a string ("gpu-a")'), (["gpu-a"], "a list"), (None, "null")])
+def test_a_worker_that_is_not_a_map_is_one_problem_at_its_index(worker, got):
+    good = {"host": "gpu-b", "path": "/p", "local_devices": [0], "nccl_socket_ifname": "eth0"}
+    cluster = {"controller": CONTROLLER, "workers": [good, worker]}
+    assert cluster_problems(cluster, FDL) == [f"cluster.workers[1]: must be a map, got {got}"]
+    assert cluster_problems(cluster) == [f"host ? (worker 1): must be a map, got {got}"]
+    assert [p.worker for p in cluster_findings(cluster)] == [1]

@@ -125,6 +125,15 @@ class TestDiscovery:
         write(tmp_path / "fdl.yaml", "")
         assert fc.find_base_manifest(tmp_path).name == "fdl.yaml"
 
+    @pytest.mark.parametrize("where", ["absent", "a file"])
+    def test_a_project_directory_that_is_no_directory(self, tmp_path, where):
+        project = tmp_path / "proj"
+        if where == "a file":
+            write(project, "cluster: {}\n")
+        with pytest.raises(FdlConfigError, match="project directory does not exist or is not a directory") as err:
+            fc.find_base_manifest(project)
+        assert err.value.files == [str(project)]
+
     def test_missing_base(self, tmp_path):
         with pytest.raises(FdlConfigError) as err:
             fc.find_base_manifest(tmp_path)
@@ -760,6 +769,12 @@ class TestCommands:
         write(tmp_path.parent / "outside" / "fdl.yml", "")
         assert fdl_commands.command_dir("train", {"path": "../outside"}, tmp_path) is None
 
+    @pytest.mark.parametrize("spec", [{"path": 3}, {"path": ""}, {"path": ["train"]}, {"path": True}])
+    def test_cmd_dir_of_a_path_that_is_no_text_is_none(self, tmp_path, spec):
+        write(tmp_path / "train" / "fdl.yml", "")
+        assert fdl_commands.command_dir("train", {"cluster": True}, tmp_path) == "train"
+        assert fdl_commands.command_dir("train", {"cluster": True, **spec}, tmp_path) is None
+
     def test_cmd_dir_in_cluster_vars(self, project):
         write(project / "train" / "fdl.yml", "entry: cargo run --bin train\n")
         unused, cluster_vars = fi.build_inventory(project)
@@ -842,8 +857,8 @@ def test_gpu_ram_share_scientific_is_a_float(tmp_path):
 @pytest.mark.parametrize(
     "value, text",
     [(True, "true"), (False, "false"), (8, "8"), (-3, "-3"), (1.5, "1.5"), (1500.0, "1500.0"), (1.0, "1.0"),
-     (1e-7, "1e-7"), (1e16, "1e16"), (float("inf"), ".inf"), (float("-inf"), "-.inf"), ("x", None), (None, None),
-     ([1], None)],
+     (1e-7, "1e-7"), (1e16, "1e16"), (float("inf"), ".inf"), (float("-inf"), "-.inf"), (float("nan"), ".nan"),
+     ("x", None), (None, None), ([1], None)],
 )
 def test_scalar_text_is_what_serde_yaml_hands_a_string_field(value, text):
     assert fc.scalar_text(value) == text
