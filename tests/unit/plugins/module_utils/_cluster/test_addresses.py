@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.addresses import canonical_address, same_machine_problems
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.addresses import (
+    canonical_address, same_machine_problems)
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils._core.problems import FDL
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.validate import cluster_problems

@@ -22,7 +22,8 @@ def test_a_number_or_its_text_is_read(value, found):
 @pytest.mark.parametrize("value", [True, False])
 def test_a_boolean_timeout_is_refused_not_read_as_one_or_zero(value):
     [problem] = knobs.knob_problems({"flodl_launch_timeout": value}, ALL, prebuild=True)
-    assert problem.startswith(f"controller: flodl_launch_timeout must be a number of seconds (0 or more), got bool '{value}'")
+    assert problem.startswith(
+        f"controller: flodl_launch_timeout must be a number of seconds (0 or more), got bool '{value}'")
 
 
 def test_a_nul_is_refused_by_variable_and_its_value_never_shown():
