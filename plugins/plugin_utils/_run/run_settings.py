@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._run import knobs, runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.task_vars import as_bool, registered, var
 
@@ -38,10 +38,8 @@ def run_lock_enabled(task_vars: Mapping[str, Any], templar: Any) -> bool:
 def run_lock_ttl(task_vars: Mapping[str, Any], templar: Any) -> int:
     """``flodl_run_lock_ttl``: seconds the run lock's lease outlives its last renewal (range checked with the run)."""
     raw = var(task_vars, templar, runlock.TTL_VARIABLE)
-    try:
-        found = float(raw) if raw is not None and not isinstance(raw, bool) and str(raw).strip() else None
-    except (TypeError, ValueError):
-        found = None
+    # A finite number only: ``nan`` (a survey's text too) passed as a float and crashed int() below.
+    found = knobs.number(raw) if raw is not None and str(raw).strip() else None
     if found is None or found < runlock.MIN_TTL:
         return runlock.DEFAULT_TTL
     return int(min(found, runlock.MAX_TTL))

@@ -56,3 +56,19 @@ def test_check_mode_hands_the_launcher_the_topology_and_the_envelope(case, run, 
     assert env["FLODL_INTERNAL_FDL_CMD"] == "train"
     assert "gpu-b" in env["FLODL_INTERNAL_PREBUILD_PER_HOST"]
     assert not (tmp_path / "target").exists()  # check mode writes no overlay
+
+
+def test_a_run_refused_by_its_variables_closes_the_masters_preflight_left_and_starts_nothing(
+        case, run, no_processes, tmp_path):
+    masters = tmp_path / "flodl-ssh-abcdefgh"
+    masters.mkdir()
+    loaded = case("check_mode")
+    loaded.check_mode = False
+    loaded.args = dict(loaded.args, preflight={**loaded.args["preflight"], "ssh_control_dir": str(masters)})
+    loaded.task_vars = dict(loaded.task_vars, flodl_launch_timeout="soon")
+    result = run(loaded)
+    assert not result.get("failed") and result["refused"] is True and "command" not in result and "env" not in result
+    assert "controller: flodl_launch_timeout must be a number of seconds (0 or more), got str 'soon'" in result["msg"]
+    assert {e["status"] for e in result["per_host"].values()} == {"failed"}
+    assert not masters.exists()  # nothing will ride them: closed, their directory gone
+    assert no_processes == []

@@ -70,3 +70,36 @@ def test_a_refused_prepared_launch_starts_nothing_and_hands_each_worker_its_entr
     result = run(loaded)
     assert not result.get("failed") and result["refused"] is True and result["per_host"] == per_host
     assert "rc" not in result and no_processes == []
+
+
+def test_a_log_directory_that_cannot_be_made_fails_the_launch_before_anything_starts(case, run, no_processes, tmp_path):
+    (tmp_path / "logs").write_text("a file where the log directory goes\n")
+    result = run(case("runs_locally"))
+    assert result["failed"] is True and result["msg"].startswith(f"cannot create the launch log under {tmp_path}/logs: ")
+    assert "rc" not in result and "ansible_stats" not in result
+    assert no_processes == []  # neither the watcher nor the command
+
+
+REFUSED_RUN = {"changed": False, "refused": True, "problems": ["controller: flodl_launch_timeout must be a number"],
+               "failed_hosts": ["ctl", "gpu-b"], "msg": "refused before contact: 1 problem(s)\nmore",
+               "per_host": {"ctl": {"status": "failed", "msg": "refused", "data": {}},
+                            "gpu-b": {"status": "failed", "msg": "refused", "data": {}}}}
+
+
+def test_a_refused_run_starts_nothing_and_its_job_artifact_says_it_failed(case, run, no_processes):
+    loaded = case("runs_prepared")
+    loaded.task_vars = dict(loaded.task_vars, flodl_launch_env=REFUSED_RUN)
+    result = run(loaded)
+    assert result["refused"] is True and not result.get("failed") and result["per_host"] == REFUSED_RUN["per_host"]
+    assert result["msg"] == ("not started: the run was refused by an earlier step of this play; "
+                             "refused before contact: 1 problem(s)")
+    assert result["ansible_stats"]["data"]["flodl_launch"]["failed"] is True
+    assert "command" not in result and no_processes == []
+
+
+def test_a_refused_run_in_check_mode_publishes_no_job_artifact(case, run, no_processes):
+    loaded = case("runs_prepared")
+    loaded.task_vars = dict(loaded.task_vars, flodl_launch_env=REFUSED_RUN)
+    loaded.check_mode = True
+    result = run(loaded)
+    assert result["refused"] is True and "ansible_stats" not in result and no_processes == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.addresses import canonical_address
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.addresses import (
+    canonical_address, same_machine_problems)
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils._core.problems import FDL
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.validate import cluster_problems
@@ -88,3 +89,16 @@ def test_fdl_files_name_both_workers():
     found = cluster_problems(cluster, FDL)
     assert found == [p for p in found if "same machine" in p] and len(found) == 1
     assert found[0].startswith('cluster.workers[1] ("b").ssh: reaches 10.0.0.5 port 22') and "worker 0 (a)" in found[0]
+
+
+@pytest.mark.parametrize("second", [
+    {"host": "b", "ssh": {"target": "10.0.0.5", "port": "twenty-two"}},   # the validator reports the port
+    {"host": "b", "ssh": {"target": "10.0.0.5", "options": ["Port=22x"]}},
+    {"host": " ", "ssh": {"target": ""}},                                 # no address to compare
+    "b",                                                                  # not a worker at all
+])
+def test_a_worker_whose_sshd_is_not_plainly_known_is_never_called_the_same_machine(second):
+    first = {"host": "a", "ssh": {"target": "10.0.0.5"}}
+    found = same_machine_problems([first, second, dict(first, host="c")], lambda i, h: f"host {h} (worker {i})")
+    assert len(found) == 1  # only the plain duplicate of worker 0
+    assert found[0].startswith("host c (worker 2): reaches 10.0.0.5 port 22 over ssh, the same machine as worker 0 (a);")

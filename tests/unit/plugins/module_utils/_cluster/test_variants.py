@@ -203,3 +203,19 @@ def test_arch_slug_folds_path_separators_only():
 def test_arch_slug_folds_backslashes_too():
     assert arch_slug("builds\\cu128") == "builds-cu128"
     assert arch_slug("a/b\\c.d_e") == "a-b-c.d_e"
+
+
+# ---------------------------------------------------------------- GPU counts from a registered result
+
+
+@pytest.mark.parametrize("value", [
+    None, "2,0", [2, 0], {"nvidia": 2}, {"nvidia": True, "amd": 0}, {"nvidia": -1, "amd": 0},
+    {"nvidia": 2.0, "amd": 0}, {"nvidia": "2", "amd": "0"},
+])
+def test_gpu_counts_come_back_only_as_two_whole_numbers(value):
+    assert v.GpuCounts.from_dict(value) is None
+
+
+def test_gpu_counts_round_trip():
+    counts = v.GpuCounts(2, 1)
+    assert v.GpuCounts.from_dict(counts.as_dict()) == counts and counts.of(v.AMD) == 1 and counts.of(v.NVIDIA) == 2

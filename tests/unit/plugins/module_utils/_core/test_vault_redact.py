@@ -67,3 +67,9 @@ def test_mask_and_unmask_round_trip_by_index():
     assert mask(value, []) is value
     with pytest.raises(ValueError):
         unmask(masked, ["only-one"])
+
+
+def test_an_empty_secret_masks_nothing():
+    value = {"env": {"A": "text"}}
+    assert mask(value, [""]) is value
+    assert mask(value, ["", "text"]) == {"env": {"A": "<vaulted:1>"}}

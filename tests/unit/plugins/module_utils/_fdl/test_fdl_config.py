@@ -125,6 +125,15 @@ class TestDiscovery:
         write(tmp_path / "fdl.yaml", "")
         assert fc.find_base_manifest(tmp_path).name == "fdl.yaml"
 
+    @pytest.mark.parametrize("where", ["absent", "a file"])
+    def test_a_project_directory_that_is_no_directory(self, tmp_path, where):
+        project = tmp_path / "proj"
+        if where == "a file":
+            write(project, "cluster: {}\n")
+        with pytest.raises(FdlConfigError, match="project directory does not exist or is not a directory") as err:
+            fc.find_base_manifest(project)
+        assert err.value.files == [str(project)]
+
     def test_missing_base(self, tmp_path):
         with pytest.raises(FdlConfigError) as err:
             fc.find_base_manifest(tmp_path)
@@ -337,6 +346,41 @@ class TestInheritFrom:
     def test_null_inherit_from_is_ignored(self, tmp_path):
         leaf = write(tmp_path / "fdl.yml", "inherit-from: null\na: 1\n")
         assert fch.resolve_chain(leaf)[0][1] == {"a": 1}
+
+    @pytest.mark.parametrize("value, shape", [
+        ("true", "a boolean"),
+        ("{path: secret.yml, token: hunter2}", "a mapping of 2 keys"),
+        ("!!binary aHVudGVyMg==", "a bytes"),
+    ])
+    def test_a_non_string_inherit_from_is_told_by_its_shape_only(self, tmp_path, value, shape):
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: %s\n" % value)
+        with pytest.raises(FdlConfigError, match="must be a string path, got %s" % shape) as err:
+            fch.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value) and "aHVudGVy" not in str(err.value) and "secret" not in str(err.value)
+        assert err.value.key == "inherit-from"
+
+    def test_a_nul_byte_in_inherit_from_is_refused_before_any_path_is_made(self, tmp_path):
+        write(tmp_path / "a.yml", "x: 1\n")
+        leaf = write(tmp_path / "fdl.yml", 'inherit-from: "a.yml\\0../../etc/passwd"\n')
+        with pytest.raises(FdlConfigError, match="must not contain a NUL byte") as err:
+            fch.resolve_chain(leaf)
+        assert err.value.files == [str(leaf)]
+
+    def test_a_parent_that_is_not_utf8_reports_that_only(self, tmp_path):
+        (tmp_path / "blob.yml").write_bytes(b"token: \xff\xfehunter2\n")
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: blob.yml\n")
+        with pytest.raises(FdlConfigError, match=r"\(17 bytes\) cannot be read as UTF-8 text; its content is not shown"
+                           ) as err:
+            fch.resolve_chain(leaf)
+        assert "hunter2" not in str(err.value)
+
+    def test_a_parent_too_deep_to_parse_reports_that_only(self, tmp_path):
+        # No position to give (a RecursionError, not a syntax error): neither the text nor a line is shown.
+        (tmp_path / "deep.json").write_text("[" * 200000, encoding="utf-8")
+        leaf = write(tmp_path / "fdl.yml", "inherit-from: deep.json\n")
+        with pytest.raises(FdlConfigError, match=r"\(200000 bytes\) cannot be parsed; its content is not shown") as err:
+            fch.resolve_chain(leaf)
+        assert "[[" not in str(err.value)
 
 
 # ---------------------------------------------------------------- validation
@@ -725,6 +769,12 @@ class TestCommands:
         write(tmp_path.parent / "outside" / "fdl.yml", "")
         assert fdl_commands.command_dir("train", {"path": "../outside"}, tmp_path) is None
 
+    @pytest.mark.parametrize("spec", [{"path": 3}, {"path": ""}, {"path": ["train"]}, {"path": True}])
+    def test_cmd_dir_of_a_path_that_is_no_text_is_none(self, tmp_path, spec):
+        write(tmp_path / "train" / "fdl.yml", "")
+        assert fdl_commands.command_dir("train", {"cluster": True}, tmp_path) == "train"
+        assert fdl_commands.command_dir("train", {"cluster": True, **spec}, tmp_path) is None
+
     def test_cmd_dir_in_cluster_vars(self, project):
         write(project / "train" / "fdl.yml", "entry: cargo run --bin train\n")
         unused, cluster_vars = fi.build_inventory(project)
@@ -807,8 +857,8 @@ def test_gpu_ram_share_scientific_is_a_float(tmp_path):
 @pytest.mark.parametrize(
     "value, text",
     [(True, "true"), (False, "false"), (8, "8"), (-3, "-3"), (1.5, "1.5"), (1500.0, "1500.0"), (1.0, "1.0"),
-     (1e-7, "1e-7"), (1e16, "1e16"), (float("inf"), ".inf"), (float("-inf"), "-.inf"), ("x", None), (None, None),
-     ([1], None)],
+     (1e-7, "1e-7"), (1e16, "1e16"), (float("inf"), ".inf"), (float("-inf"), "-.inf"), (float("nan"), ".nan"),
+     ("x", None), (None, None), ([1], None)],
 )
 def test_scalar_text_is_what_serde_yaml_hands_a_string_field(value, text):
     assert fc.scalar_text(value) == text

@@ -5,6 +5,7 @@ elsewhere with no link must pass (issue 17), a real escaping link must not.
 """
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -164,3 +165,29 @@ def test_prebuild_module_checks_target_dirs_under_the_checkout(escaping, tmp_pat
     plan = plan_prebuild(str(shared), "train", workers, project_dir=str(project))
     found = build_files.link_escapes(plan, str(shared / "target/cluster/prebuild-envelope.json"))
     assert len(found) == 1 and f"{project}/target is a symbolic link" in found[0]
+
+
+def test_a_dangling_link_on_the_way_is_refused_and_nothing_is_made_at_its_target(tmp_path):
+    os.symlink(tmp_path / "nowhere", tmp_path / "target")
+    assert sf.link_escape_problem(str(tmp_path), "target/cluster") == (
+        f"{tmp_path}/target is a dangling symbolic link; remove it, then run again")
+    with pytest.raises(UnsafePathError, match="dangling symbolic link"):
+        sf.make_dirs_under(str(tmp_path), "target/cluster")
+    assert not os.path.lexists(tmp_path / "nowhere")
+
+
+def test_a_component_that_cannot_be_looked_at_is_a_problem_when_checking_and_an_error_when_making(tmp_path):
+    # A name longer than the file system takes (a hostile host or arch name): lstat fails, not with ENOENT.
+    (tmp_path / "target").mkdir()
+    rel = "target/" + "h" * 300
+    assert sf.link_escape_problem(str(tmp_path), rel) == (
+        f"{tmp_path}/{rel} cannot be checked (File name too long); fix its permissions, then run again")
+    with pytest.raises(OSError) as err:
+        sf.make_dirs_under(str(tmp_path), rel)
+    assert err.value.errno == errno.ENAMETOOLONG
+    assert os.listdir(tmp_path / "target") == []
+
+
+def test_a_target_that_is_not_a_relative_path_is_left_to_the_validator(tmp_path):
+    (tmp_path / "target" / "cluster").mkdir(parents=True)
+    assert write_dir_problems(str(tmp_path), ["target/cluster/../../../etc", "/etc", "target/cluster/h2"]) == []

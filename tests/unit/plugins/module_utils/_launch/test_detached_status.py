@@ -197,3 +197,57 @@ def test_under_umask_000_the_log_directory_log_and_exit_code_are_private(tmp_pat
     settle(run)
     modes = [os.lstat(p).st_mode & 0o777 for p in (os.path.dirname(run.log), run.log, dt.exit_file(run.log))]
     assert modes == [0o750, 0o640, 0o640]
+
+
+def _body(**over) -> dict:
+    return {"format": dt.FORMAT, "run_id": RID, "launch_host": "localhost", "pid": 42, "log": "/x.log",
+            "command": "train", "started": 1.0, **over}
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b" " * (dt.MAX_RECORD_BYTES + 1), f"the run record is {dt.MAX_RECORD_BYTES + 1} bytes, over"),
+    (b"\xff\xfe{}", "the run record (4 bytes) is not JSON"),
+    (b'{"format": ', "is not JSON"),
+    (b"[1, 2]", "the file is not a flodl detached-run record"),
+    (json.dumps(_body(format="flodl-detached/0")).encode(), "not a flodl detached-run record"),
+    (json.dumps(_body(started=True)).encode(), "the run record's started is not a time"),
+    (json.dumps(_body(started="yesterday")).encode(), "started is not a time"),
+    (json.dumps(_body(launch_host="")).encode(), "the run record's launch_host is not a one-line string"),
+    (json.dumps(_body(log="/x.log\nrm -rf ~")).encode(), "the run record's log is not a one-line string"),
+    (json.dumps({k: v for k, v in _body().items() if k != "command"}).encode(), "command is not a one-line"),
+    (json.dumps(_body(run_id="../../etc/passwd")).encode(), "the run record's run_id is not a run id"),
+    (json.dumps(_body(run_id=RID.upper())).encode(), "run_id is not a run id"),
+])
+def test_a_forged_or_broken_record_does_not_parse_and_its_problem_shows_no_content(data, problem):
+    run, found = dt.parse_record(data)
+    assert run is None and problem in found
+    assert "rm -rf" not in found and "passwd" not in found
+
+
+def test_a_well_formed_record_parses_to_what_it_says():
+    run, problem = dt.parse_record(dt.new_record(RID, "gpu-b", 4242, "/l/x.log", "train", "77").to_json().encode())
+    assert problem is None
+    assert (run.run_id, run.launch_host, run.pid, run.log, run.command, run.proc_start) == (
+        RID, "gpu-b", 4242, "/l/x.log", "train", "77")
+
+
+@pytest.mark.parametrize("run_id", ["", "0123456789ABCDEF", "0123456789abcde", "../0123456789abcdef", RID + "0"])
+def test_a_record_is_never_named_after_what_is_not_a_run_id(run_id):
+    with pytest.raises(ValueError, match="16 lowercase hex"):
+        dt.record_name(run_id)
+    assert dt.record_name(RID) == f"{RID}.json"
+
+
+def test_output_without_the_marks_gives_no_pid_no_start_and_no_exit_code():
+    out = "ssh: warning: something\nlog line\n"
+    assert (dt.parse_pid(out), dt.parse_start(out), dt.parse_exit(out), dt.parse_proof(out)) == (None, "", None, None)
+    assert dt.parse_pid(f"{dt.PID_MARK}=12x\n") is None
+    assert dt.parse_start(f"{dt.START_MARK}=1; reboot\n") == ""
+
+
+def test_the_latest_run_is_the_last_started_and_none_without_records():
+    old = dt.DetachedRun("a" * 16, "h", 10, "/a.log", "train", 100.0)
+    new = dt.DetachedRun("b" * 16, "h", 11, "/b.log", "train", 200.0)
+    assert dt.latest({old.run_id: old, new.run_id: new}) is new
+    assert dt.latest({new.run_id: new, old.run_id: old}) is new
+    assert dt.latest({}) is None

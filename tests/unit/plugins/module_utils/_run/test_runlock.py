@@ -225,3 +225,10 @@ def test_refusal_of_two_live_runs_names_both():
 
 def test_live_hosts():
     assert rl.live_hosts({"b": 1, "a": 3, "c": 0, "d": None}) == ["a", "b"]
+
+
+def test_live_binaries_are_each_remotes_rank_binary_and_none_without_a_command():
+    remotes = [{"host": "gpu-b", "path": "/srv/proj/", "arch": "precompiled/cu128"}]
+    assert rl.live_binaries(remotes, None) == {} and rl.live_binaries(remotes, "") == {}
+    [(host, path)] = rl.live_binaries(remotes, "train").items()
+    assert host == "gpu-b" and path.startswith("/srv/proj/target/cluster/gpu-b/") and path.endswith("/release/train")

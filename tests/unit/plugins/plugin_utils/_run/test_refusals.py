@@ -190,3 +190,11 @@ def test_the_launch_modes_and_a_blank_survey_answer_pass(mode):
 def test_a_detached_walk_in_is_refused():
     problems = knob_problems({"flodl_launch_mode": "walk_in", "flodl_launch_detach": "true"}, ["launch"], True)
     assert len(problems) == 1 and "flodl_launch_mode=walk_in and flodl_launch_detach=true" in problems[0]
+
+
+@pytest.mark.parametrize("phases", [["preflight"], ["prebuild"], ["teardown"]])
+def test_a_lock_ttl_of_nan_is_refused_by_the_launch_and_read_as_the_default_by_the_other_phases(phases):
+    # It used to pass every phase but the launch as a float and crash the reader (int(nan)): a traceback, no refusal.
+    assert build_context(task_vars(flodl_run_lock_ttl="nan"), None, phases).settings.run_lock_ttl == 60
+    (found,) = [p for p in refused(task_vars(flodl_run_lock_ttl="nan"), ["launch"]).problems if "run_lock_ttl" in p]
+    assert found.startswith("controller: flodl_run_lock_ttl must be a number of seconds (5 or more), got str 'nan'")

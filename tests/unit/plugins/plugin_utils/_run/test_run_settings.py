@@ -42,3 +42,14 @@ def test_frozen_and_carried_by_the_model() -> None:
 def test_the_fingerprint_covers_each_setting(name: str) -> None:
     assert name in RUN_VARS
     assert run_fingerprint({name: "a"}, None) != run_fingerprint({name: "b"}, None)
+
+
+@pytest.mark.parametrize("value", ["nan", float("nan"), "inf", float("-inf"), "soon", [60], True, "4", -1e9])
+def test_a_lock_ttl_that_is_no_usable_number_is_the_default_never_a_crash(value) -> None:
+    # Only the launch phase refuses it (module_utils._run.knobs); a preflight, prebuild or teardown reads it still.
+    assert read_settings({"flodl_run_lock_ttl": value}, None).run_lock_ttl == 60
+
+
+@pytest.mark.parametrize("value, ttl", [(" 12 ", 12), (12.7, 12), ("1e9", 86400), (5, 5)])
+def test_a_lock_ttl_in_range_or_above_is_read_and_capped(value, ttl) -> None:
+    assert read_settings({"flodl_run_lock_ttl": value}, None).run_lock_ttl == ttl
