@@ -55,6 +55,14 @@ def gone(pid, start):
         return os.path.isdir("/proc/self")  # /proc exists but not this pid: gone
     return st[0] in ("Z", "X") or (start is not None and st[1] != start)
 
+def runs_in_group(entry, pgid):
+    try:
+        with open("/proc/%s/stat" % entry) as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[2] == str(pgid) and fields[0] not in ("Z", "X")
+
 def group_alive(pgid):
     # A zombie counts as gone: its parent (the starter) may be dead, and a reaper may be slow.
     try:
@@ -63,20 +71,15 @@ def group_alive(pgid):
         return False
     except PermissionError:
         return True
+    # The leader first: while it runs, one read answers (a scan of /proc costs a read per process of the
+    # machine, tens of ms on a busy one, and this is polled while a launch is followed).
+    if runs_in_group(str(pgid), pgid):
+        return True
     try:
         entries = os.listdir("/proc")
     except OSError:
         return True
-    for entry in entries:
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-    return False
+    return any(entry.isdigit() and runs_in_group(entry, pgid) for entry in entries)
 '''
 
 WATCHER_SOURCE = CHECKS_SOURCE + r'''

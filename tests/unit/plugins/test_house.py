@@ -83,11 +83,22 @@ def _import_nodes(tree: ast.Module, eager: bool) -> list[ast.ImportFrom]:
     return found
 
 
+# Each file is read and parsed once per session (the tests only read the trees).
+@lru_cache(maxsize=None)
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(_text(path))
+
+
 @lru_cache(maxsize=None)
 def _imports(path: Path, eager: bool = False) -> tuple[Path, ...]:
     """The collection's files this file imports (``from X import name`` counts ``X/name.py`` when it exists)."""
     found: list[Path] = []
-    for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8")), eager):
+    for node in _import_nodes(_tree(path), eager):
         if not (node.module or "").startswith(PREFIX):
             continue
         for alias in node.names:
@@ -126,7 +137,7 @@ def test_every_wing_is_known_and_has_a_face() -> None:
     wings.discard("plugin_utils/__init__.py")
     assert wings == set(LEVELS), "a wing was added or removed: give it a level here and a table in the doc"
     for wing in wings:
-        doc = ast.get_docstring(ast.parse((PLUGINS / wing / "__init__.py").read_text(encoding="utf-8"))) or ""
+        doc = ast.get_docstring(_tree(PLUGINS / wing / "__init__.py")) or ""
         entries = re.findall(r"^- ``(\w+)\.(\w+)``", doc.split("Entry points:", 1)[-1], re.M)
         assert "Entry points:" in doc and entries, f"{wing}/__init__.py names no entry points"
         for module, name in entries:
@@ -175,7 +186,7 @@ def test_the_map_names_every_file() -> None:
 ])
 def test_a_shared_name_is_defined_once(pattern: str) -> None:
     where = [f"{p.relative_to(PLUGINS)}:{n}" for p in _files()
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if re.search(pattern, line)]
+             for n, line in enumerate(_text(p).splitlines(), 1) if re.search(pattern, line)]
     assert len(where) == 1, f"{pattern!r} is defined {len(where)} times: {where}"
 
 
@@ -183,7 +194,7 @@ def _sizes(eager: bool) -> dict[str, tuple[int, int]]:
     sizes = {}
     for step in sorted((PLUGINS / "action").glob("*.py")):
         closure = {p for p in _closure(step, eager) - {step} if p.name != "__init__.py"}
-        sizes[step.stem] = (len(closure), sum(len(p.read_text(encoding="utf-8").splitlines()) for p in closure))
+        sizes[step.stem] = (len(closure), sum(len(_text(p).splitlines()) for p in closure))
     return sizes
 
 
@@ -208,16 +219,15 @@ def test_ansible_internals_stay_behind_their_two_functions() -> None:
     wrong = []
     for path in _files():
         rel = str(path.relative_to(PLUGINS))
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        owners = {}
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(fn):
-                    owners.setdefault(id(node), fn.name)
-        for node in ast.walk(tree):
+        # One walk, each node with its owner: the outermost function it is in (or is), None at module level.
+        todo: list[tuple[ast.AST, str | None]] = [(_tree(path), None)]
+        while todo:
+            node, owner = todo.pop()
+            if owner is None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                owner = node.name
+            todo.extend((child, owner) for child in ast.iter_child_nodes(node))
             name = node.attr if isinstance(node, ast.Attribute) else node.value if isinstance(node, ast.Constant) else None
-            if name in ANSIBLE_INTERNALS and (rel, owners.get(id(node))) not in {
-                    (INTERNALS_HOME[0], f) for f in INTERNALS_HOME[1]}:
+            if name in ANSIBLE_INTERNALS and (rel, owner) not in {(INTERNALS_HOME[0], f) for f in INTERNALS_HOME[1]}:
                 wrong.append(f"{rel}:{node.lineno} {name}")
     assert not wrong, f"Ansible internals read outside {INTERNALS_HOME}: {wrong}"
 
@@ -226,7 +236,7 @@ def test_the_vendor_pair_is_one_type() -> None:
     """GPU counts are a ``GpuCounts`` (module_utils/_cluster/variants.py); no other file spells the pair out."""
     home = PLUGINS / "module_utils" / "_cluster" / "variants.py"
     where = [f"{p.relative_to(PLUGINS)}:{n}" for p in _files() if p.parent.name != "modules" and p != home
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             for n, line in enumerate(_text(p).splitlines(), 1)
              if re.search(r"[\"']nvidia[\"']", line) and re.search(r"[\"']amd[\"']", line)
              or re.search(r"tuple\[int, int\]", line) and "gpu" in line.lower()]
     assert not where, f"the (nvidia, amd) pair spelled out instead of GpuCounts: {where}"

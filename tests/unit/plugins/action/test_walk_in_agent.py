@@ -6,6 +6,7 @@ import os
 import secrets
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -31,10 +32,23 @@ def _case(tmp_path, stage: str, code: int, **extra) -> Case:
     return Case(task_vars=task_vars, args={"stage": stage}, check_mode=False, expected={})
 
 
+def _agent_ended(within: float = 10.0) -> None:
+    """Wait until the started agent (a one-liner here) has ended: its exit code is recorded beside its log."""
+    recorded = Path(os.environ.get("TMPDIR") or "/tmp") / f"flodl-agent-{RUN_ID}.log.exit"  # wi.agent_log's
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if recorded.read_text(encoding="utf-8").endswith("\n"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
 def test_started_then_collected_a_worker_that_joined_and_ran_passes(tmp_path):
     started = run_case(ACTION, _case(tmp_path, "start", 0))
     assert started["changed"] is True and isinstance(started["pid"], int), started
-    time.sleep(0.5)  # the agent is a one-liner here
+    _agent_ended()
     launcher = {"rc": 0, "view": {"joined": {"gpu-b": [0]}, "failed_ranks": {}, "quorum_failed": False}}
     out = run_case(ACTION, _case(tmp_path, "collect", 0, flodl_agent_start=started, flodl_launch_follow=launcher))
     entry = out["per_host"]["gpu-b"]
@@ -45,7 +59,7 @@ def test_started_then_collected_a_worker_that_joined_and_ran_passes(tmp_path):
 
 def test_a_worker_the_launcher_never_admitted_fails_in_its_own_entry(tmp_path):
     started = run_case(ACTION, _case(tmp_path, "start", 1))
-    time.sleep(0.5)
+    _agent_ended()
     launcher = {"rc": 1, "view": {"joined": {}, "failed_ranks": {}, "quorum_failed": True}}
     out = run_case(ACTION, _case(tmp_path, "collect", 1, flodl_agent_start=started, flodl_launch_follow=launcher))
     entry = out["per_host"]["gpu-b"]
@@ -133,5 +147,6 @@ def test_each_worker_reads_only_its_own_entries_of_a_500_worker_run(tmp_path):
         out = run_case(ACTION, done)
         assert not out.get("failed"), out
         case.task_vars["flodl_agent_start"] = out
-        time.sleep(0.5 if stage == "start" else 0)
+        if stage == "start":
+            _agent_ended()
     assert out["per_host"]["gpu-b"]["status"] == "changed" and "ranks [7] ran" in out["msg"], out

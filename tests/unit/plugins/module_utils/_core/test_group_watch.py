@@ -164,6 +164,31 @@ def test_group_alive_counts_a_zombie_as_gone():
     assert not group_watch.group_alive(proc.pid)
 
 
+def test_group_alive_finds_a_member_that_outlives_its_leader():
+    """The leader answers first when it runs; once it is a zombie, every process is looked at for the group's."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!"], start_new_session=True, stdout=subprocess.PIPE,
+                              text=True)
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    try:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{leader.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the leader did not end"
+            time.sleep(0.01)
+        assert group_watch.group_alive(leader.pid)  # its leader is a zombie, its member runs
+        os.kill(member, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while group_watch.group_alive(leader.pid):
+            assert time.monotonic() < deadline, "the member's end was not seen"
+            time.sleep(0.01)
+    finally:
+        try:
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        leader.wait()
+
+
 def test_a_held_group_outlives_its_starter_until_the_watched_process_goes(tmp_path):
     """walk_in: the launcher outlives the step that started it, and still not ansible-playbook."""
     playbook = subprocess.Popen(["sleep", "60"])  # stands for ansible-playbook

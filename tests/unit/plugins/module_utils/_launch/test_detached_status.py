@@ -99,6 +99,8 @@ def _record(pid: int, tmp_path, proc_start: str = "") -> dt.DetachedRun:
 
 def _live(argv: list[str]) -> subprocess.Popen:
     proc = subprocess.Popen(argv)
+    if "setsid" not in argv:
+        return proc  # never a session leader: nothing to wait for (the wait below would last its whole 10 s)
     deadline = time.monotonic() + 10
     while _pgid(proc.pid) != proc.pid and time.monotonic() < deadline:  # setsid has run
         time.sleep(0.005)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 
 PLUGINS = Path(__file__).resolve().parents[5] / "plugins"
@@ -54,11 +55,17 @@ def _files() -> list[Path]:
     return sorted(p for p in PLUGINS.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """Each file parsed once per session (the checks only read the trees)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _constants() -> dict[str, str]:
     """Module-level ``NAME = "flodl_..."`` anywhere under plugins/ (a key may be imported from another file)."""
     found: dict[str, str] = {}
     for path in _files():
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in _tree(path).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
                     and isinstance(node.value.value, str) and node.value.value.startswith("flodl_"):
                 found.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
@@ -102,14 +109,16 @@ def _reads(tree: ast.AST, constants: dict[str, str]) -> set[str]:
     return found
 
 
-def _all_reads() -> set[tuple[str, str]]:
+@lru_cache(maxsize=None)
+def _all_reads() -> frozenset[tuple[str, str]]:
+    """Computed once for both tests below (the tree is the same for both)."""
     constants = _constants()
     found: set[tuple[str, str]] = set()
     for path in _files():
         rel = str(path.relative_to(PLUGINS))
         if rel not in READER:
-            found.update((rel, key) for key in _reads(ast.parse(path.read_text(encoding="utf-8")), constants))
-    return found
+            found.update((rel, key) for key in _reads(_tree(path), constants))
+    return frozenset(found)
 
 
 def test_no_module_outside_the_reader_reads_a_flodl_variable() -> None:

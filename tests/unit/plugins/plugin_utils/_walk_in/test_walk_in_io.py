@@ -11,14 +11,17 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.plugin_utils._walk_in import walk_in_io, walk_in_steps
 
-# A stand-in launcher: binds the window, names its hosts as upstream does, exits with the code asked.
+# A stand-in launcher: binds the window, names its hosts as upstream does, exits with the code asked once the
+# test has seen its window (the test's `release` file in its directory) or after its hold, whichever comes first.
 LAUNCHER = textwrap.dedent("""\
-    import socket, sys, time
+    import os, socket, sys, time
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
     print('host "h1" joined with ranks [0]', flush=True)
     print('host "h2" joined with ranks [1]', flush=True)
-    time.sleep(float(sys.argv[3]))
+    held = time.monotonic() + float(sys.argv[3])
+    while time.monotonic() < held and not os.path.exists("release"):
+        time.sleep(0.02)
     if sys.argv[2] != "0":
         print('host "h2" reports rank 1 exited with code ' + sys.argv[2], flush=True)
     print("partial line without newline", end="", flush=True)
@@ -32,8 +35,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _args(tmp_path, code: int, hold: float = 2.0, command: str | None = None) -> tuple[dict, dict]:
-    # hold: how long the launcher keeps its window open; long enough for a loaded machine to see it.
+def _args(tmp_path, code: int, hold: float = 30.0, command: str | None = None) -> tuple[dict, dict]:
+    # hold: how long the launcher keeps its window open unless released (_release) once the test has seen it.
     port = _port()
     (tmp_path / "launcher.py").write_text(LAUNCHER)
     cmd = command or f"{sys.executable} launcher.py {port} {code} {hold}"
@@ -43,6 +46,11 @@ def _args(tmp_path, code: int, hold: float = 2.0, command: str | None = None) ->
     window = {"run_id": "0123456789abcdef", "host": "127.0.0.1", "port": port, "open_timeout": 10.0, "join_timeout": 30.0,
               "agents": {"h1": {"host": "h1"}, "h2": {"host": "h2"}}}
     return args, window
+
+
+def _release(tmp_path) -> None:
+    """The window was seen open: the stand-in launcher may end now (not after its whole hold)."""
+    (tmp_path / "release").touch()
 
 
 def test_listening_reads_the_kernels_table_without_connecting(tmp_path):
@@ -75,6 +83,7 @@ def test_the_window_opens_then_the_launcher_is_followed_to_its_end_and_read_per_
     args, window = _args(tmp_path, 7)
     started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid())
     assert problem is None and started["pid"] > 1 and started["port"] == window["port"]
+    _release(tmp_path)
     shown: list[str] = []
     ended = walk_in_io.follow(started, shown.append, 0.0, 1.0, 0.0)
     assert ended["rc"] == 7 and ended["timed_out"] is False
@@ -121,6 +130,7 @@ def test_the_launch_steps_walk_in_stages_open_then_follow(tmp_path):
     opened = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="open"),
                                      str(tmp_path / "logs"), shown)
     assert opened["changed"] is True and "join window open" in opened["msg"], opened
+    _release(tmp_path)
     task_vars["flodl_launch_window"] = opened
     followed = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="follow"),
                                        str(tmp_path / "logs"), shown)
@@ -179,6 +189,7 @@ def test_a_launcher_on_the_launch_host_opens_its_window_there_and_is_followed_he
     args["command"] = f"echo launcher-env=$FLODL_X; {args['command']}"
     started, problem = walk_in_io.open_window(args, window, str(tmp_path / "logs"), os.getpid(), remote=_remote(args))
     assert problem is None and started["launch_host"] == "lh"
+    _release(tmp_path)
     ended = walk_in_io.follow(started, lambda _text: None, 0.0, 1.0, 0.0)
     # The environment arrived on the wrapper's stdin; its output and exit code came back through the ssh's.
     assert ended["rc"] == 7 and "launcher-env=1" in ended["tail"], ended
@@ -236,6 +247,7 @@ def test_the_open_stage_runs_the_launcher_on_the_launch_host_with_the_fanouts_ss
     opened = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="open", launch_host="lh"),
                                      str(tmp_path / "logs"), shown)
     assert opened["changed"] is True and "join window is open on lh on port" in shown.shown[-1], opened
+    _release(tmp_path)
     task_vars["flodl_launch_window"] = opened
     followed = walk_in_steps.run_stage(_action(), task_vars, {}, dict(args, walk_in_stage="follow", launch_host="lh"),
                                        str(tmp_path / "logs"), shown)
