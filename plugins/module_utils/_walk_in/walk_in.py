@@ -188,8 +188,12 @@ def collect_script(pid: int, log: str, lines: int) -> str:
         raise ValueError(f"pid {pid} is never an agent's session")
     return "; ".join([
         f'__log="{log}"',
-        # The whole session: timeout puts the agent in a process group of its own, inside it.
-        f"if pgrep -s {int(pid)} >/dev/null 2>&1; then pkill -TERM -s {int(pid)} 2>/dev/null; "
+        # The whole session: timeout puts the agent in a process group of its own, inside it. Zombies do not
+        # count: where nothing reaps orphans (a container without an init), the ended session's shell stays one,
+        # and a second's grace per worker would add up over a cluster's collects.
+        f"__live=; for __p in $(pgrep -s {int(pid)} 2>/dev/null); do "
+        "case $(sed 's/.*) //' \"/proc/$__p/stat\" 2>/dev/null | cut -c1) in ''|Z) ;; *) __live=1;; esac; done",
+        f'if [ -n "$__live" ]; then pkill -TERM -s {int(pid)} 2>/dev/null; '
         f"sleep 1; pkill -KILL -s {int(pid)} 2>/dev/null; fi",
         f'echo {AGENT_EXIT_MARK}=$(head -c 8 "$__log.exit" 2>/dev/null)',
         f'tail -n {max(1, int(lines))} "$__log" 2>/dev/null',

@@ -255,3 +255,37 @@ def test_a_start_removes_earlier_runs_finished_agent_logs_once_stale(tmp_path):
     assert isinstance(wi.parse_start(started.stdout.decode()), int)
     assert not any(p.exists() for p in files["aaaaaaaaaaaaaaaa"])
     assert all(p.exists() for p in files["bbbbbbbbbbbbbbbb"] + files["cccccccccccccccc"])
+
+
+def test_a_session_left_only_as_zombies_is_collected_without_a_grace(tmp_path, stand_in_on_path):
+    """Where nothing reaps orphans (this machine's init, a container without one), the agent's ended session
+    stays as zombies: the collect reads the exit code and lines at once, with no second's grace per worker."""
+    slept = stand_in_on_path("sleep", '#!/bin/sh\necho "sleep $*" >>"$SSH_LOG"\nexec /bin/sleep "$@"\n')
+    zombie = subprocess.Popen(["/bin/sh", "-c", "exit 0"], start_new_session=True)  # never waited for: a zombie
+    state = ""
+    for _attempt in range(200):
+        with open(f"/proc/{zombie.pid}/stat", encoding="ascii") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        if state == "Z":
+            break
+        time.sleep(0.01)
+    log = tmp_path / "agent.log"
+    log.write_text("agent: a finished\n")
+    (tmp_path / "agent.log.exit").write_text("0\n")
+    try:
+        res = subprocess.run(["/bin/sh", "-c", wi.collect_script(zombie.pid, str(log), 5)], capture_output=True,
+                             text=True, timeout=10, check=True)
+    finally:
+        zombie.wait()
+    assert state == "Z"
+    assert wi.parse_collect(res.stdout) == (0, ["agent: a finished"])
+    assert not slept.exists()  # no grace: nothing of the session was running
+    live = subprocess.Popen(["/bin/sleep", "30"], start_new_session=True)
+    try:
+        subprocess.run(["/bin/sh", "-c", wi.collect_script(live.pid, str(log), 5)], capture_output=True, timeout=10,
+                       check=True)
+        assert live.wait(timeout=5) != 0  # a running session is still stopped, after its grace
+    finally:
+        if live.poll() is None:
+            live.kill()
+    assert slept.read_text() == "sleep 1\n"
