@@ -31,19 +31,21 @@ def _topology(port: int, ranks: int, join_timeout: float) -> dict:
             "workers": []}
 
 
+def _connect(port: int) -> socket.socket:
+    """A connection to the window, which may not be bound yet."""
+    for _ in range(50):
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail("the window never opened")
+
+
 def _agent(port: int, host: str, out: dict) -> None:
     """The demo agent's side of the wire: name, hello, then ranks, start, and one clean exit per rank."""
     spec = {"host": host, "controller_host": "127.0.0.1", "controller_port": port, "salt_hex": TOKEN,
             "local_devices": [0]}
-    for _ in range(50):  # the window may not be bound yet
-        try:
-            conn = socket.create_connection(("127.0.0.1", port), timeout=10)
-            break
-        except OSError:
-            time.sleep(0.05)
-    else:
-        out[host] = ["no window"]
-        return
+    conn = _connect(port)
     with conn, conn.makefile("r", encoding="ascii") as reader:
         hex_spec = binascii.hexlify(json.dumps(spec).encode()).decode()
         conn.sendall(f"name {host}\nhello {hex_spec}\n".encode())
@@ -86,15 +88,7 @@ def test_an_agent_silent_before_its_hello_is_dropped(tmp_path, monkeypatch) -> N
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(window.run()))
     runner.start()
-    for _ in range(50):
-        try:
-            mute = socket.create_connection(("127.0.0.1", port), timeout=5)
-            break
-        except OSError:
-            time.sleep(0.05)
-    else:
-        pytest.fail("the window never opened")
-    with mute:
+    with _connect(port):
         runner.join(10)
     assert result == [1]
     assert any("quorum not met: 0/1" in line for line in said), said
