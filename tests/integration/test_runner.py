@@ -229,6 +229,27 @@ def test_success_events_and_launch_artifact(ctx):
     assert "FLODL_NET_TIMEOUT_SCALE" not in text
 
 
+def test_walk_in_through_runner_charges_the_failing_worker_alone(ctx):
+    """``flodl_launch_mode: walk_in`` as a survey answer: each agent is started over its worker's own connection,
+    and a rank failing on h2 fails h2 alone in the runner's events and in its stats (AWX's host summaries),
+    with its exit code and its agent's last lines."""
+    collection, project, shared, tmp_path, make = ctx
+    cluster = make(list(WORKERS), shared_root=shared)
+    pdd = _private_data_dir(tmp_path, collection, cluster, project, _survey(flodl_launch_mode="walk_in"),
+                            cluster_env={"FLODL_DEMO_FAIL_HOST": "h2:3"})
+    r = _run(pdd)
+    assert r.status == "failed" and r.rc != 0, (r.status, r.rc)
+    assert _host_results(r, "runner_on_ok", "Launch | Start this worker's walk-in agent") == set(WORKERS)
+    task = "Launch | Result of this worker"
+    assert _host_results(r, "runner_on_failed", task) == {"h2"}
+    assert _host_results(r, "runner_on_ok", task) == {"h1", "h3"}
+    assert set(r.stats["failures"]) == {"h2"}, r.stats
+    assert not r.stats["dark"], r.stats
+    failed = [e for e in r.events if e.get("event") == "runner_on_failed" and e["event_data"]["task"] == task]
+    msg = json.dumps(failed[0]["event_data"]["res"])
+    assert "exited with code 3" in msg and "failing on purpose: host=h2 code=3" in msg, msg
+
+
 # --------------------------------------------------------------------------- one worker fails preflight
 
 
