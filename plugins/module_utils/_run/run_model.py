@@ -221,9 +221,8 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
     cluster = _cluster(values["cluster"])
     if settings is None or cluster is None:
         return None
-    return RunContext(cluster=cluster, **{k: values[k] for k in (*_SHAPE, "connect_timeout", "inventory_names",
-                                                "play_hosts", "warnings")}, settings=settings,
-                      ansible_only=dict(values.get("ansible_only") or {}),
+    plain = {k: values[k] for k in (*_SHAPE, "connect_timeout", "inventory_names", "play_hosts", "warnings")}
+    return RunContext(cluster=cluster, **plain, settings=settings, ansible_only=dict(values.get("ansible_only") or {}),
                       vaulted=dict(zip(secrets, vaulted)))
 
 
