@@ -42,12 +42,11 @@ def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str,
             per_host[name] = entry("skipped", f"reached by Ansible's {connection} connection, not ssh: flodl's ssh "
                                    "cleanup cannot reach it; its walk-in agent stops its rank when the launcher ends")
             continue
-        entry_ = worker.document  # flodl's worker entry, for the ssh argv (module_utils._ssh.ssh)
-        abs_bin = None if worker.host == ctx.controller_identity else td.binary_of(entry_, envelope, ctx.cmd)
+        abs_bin = None if worker.host == ctx.controller_identity else td.binary_of(worker, envelope, ctx.cmd)
         if abs_bin is None:
             per_host[name] = entry("skipped", "no prebuilt binary known on this host: nothing to stop")
         else:
-            targets[worker.host] = (entry_, abs_bin)
+            targets[worker.host] = (worker.document, abs_bin)  # flodl's entry, for the ssh argv
     return per_host, targets, source
 
 

@@ -165,19 +165,18 @@ def sweep(
         host = worker.host
         if not ctx.in_play(host):
             continue
-        # The verdicts take flodl's worker entry (module_utils._preflight.preflight_verdict).
         if host == ctx.controller_identity:
             gpu_text = local_gpu_text() if worker.all_devices else None
-            reports[host] = pf_verdict.local_worker_report(worker.document, controller, os.uname().machine, gpu_text)
+            reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
             continue
         path, declared = plans[host]
         connection = ctx.reached_by_ansible(host)
         if connection:
-            reports[host] = pf_verdict.ansible_worker_report(worker.document, connection, path, declared)
+            reports[host] = pf_verdict.ansible_worker_report(worker, connection, path, declared)
             continue
         res = results[host]
         report = pf_verdict.evaluate_remote(
-            worker.document, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
+            worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
             require_reached=require_all, min_free_gb=min_free_gb,
         )
