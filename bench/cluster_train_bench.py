@@ -103,7 +103,7 @@ def raw_script(cluster: Cluster, project: Path, launch_env: dict[str, str], work
                         "local_devices": [0]})
     lines = ["#!/bin/sh", "# 1. preflight probe: one ssh per host, in parallel"]
     for w in workers:
-        probe = pf.remote_command(pf.probe_script(effective_data_path(w)[0], abi=True, gpus=False))
+        probe = pf.remote_command(pf.probe_script(effective_data_path(w.get("data_path"))[0], abi=True, gpus=False))
         argv = probe_argv(w, probe)
         lines.append(" ".join(q(a) for a in argv) + f" </dev/null >{out}/probe-{w['host']} 2>&1 &")
     lines += ["wait", "# 2. no-op cargo build per distinct variant, in parallel"]

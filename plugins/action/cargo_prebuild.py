@@ -63,8 +63,8 @@ class ActionModule(ActionBase):
                                               f"{ctx.settings.prebuild_dedupe_shown}"])
         result.update(run_handoff.fields(ctx))
         if not ctx.prebuild:
-            skipped = {ctx.inventory_names.get(w["host"], w["host"]): entry("skipped", "flodl_prebuild is false")
-                       for w in ctx.cluster["workers"]}
+            skipped = {ctx.inventory_names.get(w.host, w.host): entry("skipped", "flodl_prebuild is false")
+                       for w in ctx.cluster.workers}
             result.update(changed=False, skipped=True, msg="prebuild disabled (flodl_prebuild: false)",
                           envelope={}, envelope_json="", per_host=skipped)
             return result
@@ -73,13 +73,12 @@ class ActionModule(ActionBase):
             "project_dir": ctx.project_dir,
             "cmd": str(ctx.cmd),
             "cmd_dir": ctx.cmd_dir,
-            "docker_service": ctx.cluster["controller"].get("docker") or None,
+            "docker_service": ctx.cluster.controller.docker or None,
             "dedupe": dedupe,
             "build_timeout": DEFAULT_BUILD_TIMEOUT if ctx.settings.build_timeout is None else ctx.settings.build_timeout,
             # walk_in starts the controller's own worker from a prebuilt binary too (its agent is no in-process rank).
-            "workers": [{"host": str(w["host"]), "path": str(w["path"]), "arch": str(w["arch"])}
-                        for w in (ctx.cluster["workers"] if ctx.settings.walks_in(["launch"])
-                                  else ctx.remotes)],
+            "workers": [{"host": w.host, "path": w.path, "arch": str(w.arch)}
+                        for w in (ctx.cluster.workers if ctx.settings.walks_in(["launch"]) else ctx.remotes)],
             "env": dict(ctx.settings.prebuild_env),
         }
         with exit_with_parent():  # ansible-playbook killed outright: the ssh to the build host ends too
@@ -88,7 +87,8 @@ class ActionModule(ActionBase):
         if built.get("summary"):
             # The operator's view of every build (and, in check mode, the plan), as the other phases print theirs.
             display.display("\n".join(folded_summary(built, verbose=display.verbosity >= 1)))
-        per_host = prebuild_entries(built, ctx.cluster["workers"], ctx.inventory_names, ctx.controller_identity)
+        per_host = prebuild_entries(built, [w.host for w in ctx.cluster.workers], ctx.inventory_names,
+                                    ctx.controller_identity)
         if built.get("failed") and built.get("failed_hosts"):
             # Host builds failed: each of those workers fails with its own build below; the step stays ok.
             result.update(failed=False, builds_failed=True)

@@ -92,7 +92,7 @@ class ActionModule(ActionBase):
             raise _Refused(exc.problems, per_worker=exc.per_host) from None
         # Every name at once, one bounded wait (lookups.LOOKUP_BUDGET_SECONDS), started now: the lookups run
         # beside the reads below, and no name costs a DNS timeout.
-        lookups = start_lookups(ctx.cluster, nr.system_resolver) if guard is None else None
+        lookups = start_lookups(ctx.cluster.hosts, nr.system_resolver) if guard is None else None
         check = bool(self._task.check_mode)
         log_dir, unsafe = launch_io.log_dir_of(ctx, args["log_dir"])
         if unsafe:

@@ -62,8 +62,8 @@ class ActionModule(ActionBase):
             if verdict.state != "running" or time.monotonic() >= deadline:
                 break
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        bins = {h: b for h, b in runlock.live_binaries(ctx.remotes, ctx.cmd).items() if ctx.in_play({"host": h})}
-        workers = {w["host"]: w for w in ctx.remotes}
+        bins = {h: b for h, b in runlock.live_binaries(ctx.remotes, ctx.cmd).items() if ctx.in_play(h)}
+        workers = {w.host: w.document for w in ctx.remotes}  # flodl's worker entries, for the ssh argv
         # A walk_in worker on a non-ssh Ansible connection: flodl's ssh cannot ask it (not counted, said so).
         per_host = {ctx.inventory_names.get(h, h): entry("skipped", f"reached by Ansible's {c} connection, not "
                                                          "ssh: its ranks were not counted")

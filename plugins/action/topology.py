@@ -57,9 +57,9 @@ class ActionModule(ActionBase):
         result.update(
             changed=False,
             # The join token is the session salt: never in registered results or -v output.
-            cluster=redacted_topology(ordered_cluster(ctx.cluster)),
+            cluster=redacted_topology(ordered_cluster(ctx.cluster.document)),  # rendered: flodl's order
             controller_identity=ctx.controller_identity,
-            remote_hosts=[w["host"] for w in ctx.remotes],
+            remote_hosts=[w.host for w in ctx.remotes],
             prebuild=ctx.prebuild,
             run_lock=bool(locking),
             **run_handoff.fields(ctx),  # registered as flodl_topology_run by the launch playbook

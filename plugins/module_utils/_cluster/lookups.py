@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Union
+from typing import Union
 
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.name_resolution import Resolver, is_ip_literal
 
@@ -28,11 +28,9 @@ LOOKUP_BUDGET_SECONDS = 2.0
 Answer = Union[list, BaseException]
 
 
-def run_names(cluster: Mapping[str, Any]) -> list[str]:
-    """The names the launch step looks up: ``controller.host`` and each worker's ``host`` (no IP literal)."""
-    names = [str((cluster.get("controller") or {}).get("host") or "")]
-    names += [str(w.get("host") or "") for w in cluster.get("workers") or []]
-    return sorted({n for n in names if n and not is_ip_literal(n)})
+def run_names(hosts: Iterable[str]) -> list[str]:
+    """The names the launch step looks up among ``hosts`` (``Cluster.hosts``): each once, no IP literal."""
+    return sorted({n for n in hosts if n and not is_ip_literal(n)})
 
 
 class PendingLookups:
@@ -91,7 +89,7 @@ def answered(answers: Mapping[str, Answer], budget: float = LOOKUP_BUDGET_SECOND
     return resolve
 
 
-def start_lookups(cluster: Mapping[str, Any], resolver: Resolver,
+def start_lookups(hosts: Iterable[str], resolver: Resolver,
                   budget: float = LOOKUP_BUDGET_SECONDS) -> PendingLookups:
-    """Start looking up every name of ``cluster`` now; ``.resolver()`` later waits at most ``budget`` from now."""
-    return PendingLookups(run_names(cluster), resolver, budget)
+    """Start looking up every name of ``hosts`` now; ``.resolver()`` later waits at most ``budget`` from now."""
+    return PendingLookups(run_names(hosts), resolver, budget)

@@ -164,21 +164,11 @@ def validate_cluster(cluster: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 
 
-def effective_data_path(entry: Mapping[str, Any]) -> tuple[str, bool]:
-    """(path to check, whether it was declared) for a worker or the controller."""
-    declared = entry.get("data_path")
+def effective_data_path(declared: str | None) -> tuple[str, bool]:
+    """(path to check, whether it was declared) for a worker's or the controller's ``data_path``."""
     if blank(declared):
         return CONVENTION_DATA_PATH, False
     return str(declared), True
-
-
-def remote_workers(cluster: Mapping[str, Any], controller_identity: str) -> list[dict[str, Any]]:
-    """Workers that are not the controller's own box, compared by logical host label.
-
-    Not by address: a container on the controller machine is a distinct
-    host with its own variant and must be probed and built separately.
-    """
-    return [w for w in cluster.get("workers", []) if w.get("host") != controller_identity]
 
 
 def holds_secret(topology: Mapping[str, Any] | None) -> bool:

@@ -172,16 +172,15 @@ def preflight_entries(
 
 def prebuild_entries(
     module_result: Mapping[str, Any],
-    workers: list[Mapping[str, Any]],
+    workers: list[str],
     inventory_names: Mapping[str, str],
     controller_identity: str,
 ) -> dict[str, dict[str, Any]]:
-    """``per_host`` for prebuild: each remote worker's build, the controller's own box skipped."""
+    """``per_host`` for prebuild: each remote worker's build (``workers``: hosts), the controller's box skipped."""
     hosts = module_result.get("hosts") or {}
     failed = set(module_result.get("failed_hosts") or [])
     out: dict[str, dict[str, Any]] = {}
-    for worker in workers:
-        host = str(worker["host"])
+    for host in workers:
         name = inventory_names.get(host, host)
         build = hosts.get(host)
         if host == controller_identity:

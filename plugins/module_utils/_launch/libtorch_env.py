@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.constants import LIBTORCH_CPU_REL as CPU_PATH
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._files.safe_reads import POINTER_MAX, read_capped_text
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import (
     ROCM_LIB,
@@ -62,15 +62,15 @@ def path_join(base: str, part: str) -> str:
 def resolve_variant(
     checkout: str,
     identity: str,
-    workers: Sequence[Mapping[str, Any]],
+    workers: Sequence[Worker],
     active: str | None,
     dir_exists: DirExists,
 ) -> Variant | None:
     """The variant this machine uses, or ``None`` when neither source names one."""
-    entry = next((w for w in workers if str(w.get("host") or "") == identity), None)
-    arch = entry.get("arch") if entry is not None else None
-    if entry is not None and isinstance(arch, str) and arch:
-        variant_dir = path_join(path_join(str(entry.get("path") or ""), "libtorch"), arch)
+    entry = next((w for w in workers if w.host == identity), None)
+    if entry is not None and entry.arch:
+        arch = entry.arch
+        variant_dir = path_join(path_join(entry.path, "libtorch"), arch)
         if dir_exists(variant_dir):
             return Variant(name=arch, host_path=variant_dir, libtorch_path=variant_dir, source="worker")
     name = (active or "").strip()
@@ -112,7 +112,7 @@ def ld_library_path(libtorch_path: str, name: str, inherited: str | None, rocm_l
 def libtorch_env(
     checkout: str,
     identity: str,
-    workers: Sequence[Mapping[str, Any]],
+    workers: Sequence[Worker],
     active: str | None,
     arch_text: str | None,
     dir_exists: DirExists,
@@ -165,7 +165,7 @@ def active_pointer(checkout: str, environ: Mapping[str, str]) -> str:
 def read_libtorch_env(
     checkout: str,
     identity: str,
-    workers: Sequence[Mapping[str, Any]],
+    workers: Sequence[Worker],
     environ: Mapping[str, str],
 ) -> dict[str, str]:
     """:func:`libtorch_env` with the controller's files: the pointer, the variant's ``.arch``, ``isdir``."""

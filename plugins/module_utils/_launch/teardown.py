@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
@@ -57,21 +58,21 @@ def marker(stdout: str, name: str) -> str | None:
     return None
 
 
-def binary_of(worker: Mapping[str, Any], envelope: Mapping[str, Any] | None, cmd: str | None) -> str | None:
+def binary_of(worker: Worker, envelope: Mapping[str, Any] | None, cmd: str | None) -> str | None:
     """The absolute binary to stop on a worker: its envelope entry, else where prebuild puts it.
 
     None when nothing is known (no envelope entry, or no envelope and no arch):
     such a host is left alone, as flodl's launcher leaves it.
     """
-    host = str(worker["host"])
+    host = worker.host
     entry_ = envelope.get(host) if envelope is not None else None
     if entry_ and entry_.get("bin"):
         rel = str(entry_["bin"])
-    elif envelope is None and cmd and worker.get("arch"):
-        rel = binary_subpath(host, str(worker["arch"]), cmd)
+    elif envelope is None and cmd and worker.arch:
+        rel = binary_subpath(host, worker.arch, cmd)
     else:
         return None
-    return rel if rel.startswith("/") else f"{str(worker['path']).rstrip('/')}/{rel}"
+    return rel if rel.startswith("/") else f"{worker.path.rstrip('/')}/{rel}"
 
 
 @dataclass

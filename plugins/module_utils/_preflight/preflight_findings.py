@@ -22,14 +22,13 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import FreeSpace
-from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 
@@ -168,9 +167,9 @@ def check_pkill(host: str, answer: str | None) -> Finding | None:
     )
 
 
-def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, int] | None, Finding | None]:
+def check_gpus(worker: Worker, text: str | None) -> tuple[dict[str, int] | None, Finding | None]:
     """GPU counts for ``local_devices: all`` and whether the worker would get any rank."""
-    host = str(worker["host"])
+    host = worker.host
     try:
         counts = parse_gpu_counts(text or "")
     except ValueError as exc:
@@ -183,7 +182,7 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
         )
     gpus = counts.as_dict()
     try:
-        device_count(worker, {host: counts})
+        device_count(worker.document, {host: counts})  # the launch's own rank rule, on flodl's entry
     except TopologyError as exc:
         text = "; ".join(exc.problems)
         if text.startswith(f"host {host}:"):
@@ -192,12 +191,11 @@ def check_gpus(worker: Mapping[str, Any], text: str | None) -> tuple[dict[str, i
     return gpus, None
 
 
-def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
+def host_key_finding(worker: Worker, kind: str) -> Finding:
     """The definitive error for a host whose key ssh would not accept, with the three fixes."""
-    host = str(worker["host"])
-    ssh = worker.get("ssh") or {}
-    target = target_of(worker).rsplit("@", 1)[-1]
-    port = ssh.get("port")
+    host = worker.host
+    target = worker.ssh_target.rsplit("@", 1)[-1]
+    port = worker.ssh.port if worker.ssh is not None else None
     port_opt = f"-p {port} " if port is not None else ""
     entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
     if kind == HOST_KEY_REVOKED:
@@ -222,7 +220,7 @@ def host_key_finding(worker: Mapping[str, Any], kind: str) -> Finding:
     else:
         what = f"no host key for {target} is in the controller's known_hosts and ssh checks strictly"
         first = ""
-        routes = [str(o).split("=", 1)[0].strip().lower() for o in ssh.get("options") or []]
+        routes = [o.split("=", 1)[0].strip().lower() for o in (worker.ssh.options if worker.ssh else ())]
         if "proxyjump" in routes or "proxycommand" in routes:
             # ssh says the same when the jump leg is the one that failed.
             what += " (or, as this worker is reached through a jump host, none for that jump host)"

@@ -29,6 +29,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
     STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, FreeSpace, last_line, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 
 _GLIBC_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*$")
 
@@ -96,7 +97,7 @@ def controller_report(host: str, path: str, declared: bool, is_dir: bool, readab
 
 
 def evaluate_remote(
-    worker: Mapping[str, Any],
+    worker: Worker,
     *,
     data_path: str,
     declared: bool,
@@ -113,8 +114,8 @@ def evaluate_remote(
 
     ``min_free_gb``: the least free space the data path's file system may have (``flodl_preflight_min_free_gb``).
     """
-    host = str(worker["host"])
-    wants_gpus = worker.get("local_devices") == "all"
+    host = worker.host
+    wants_gpus = worker.all_devices
     base: dict[str, Any] = {
         "arch": None,
         "libc": None,
@@ -149,7 +150,7 @@ def evaluate_remote(
                     check_free_space(host, probe.free, min_free_gb)):
         if finding:
             findings.append(finding)
-    finding = check_project_path(host, str(worker.get("path") or ""), probe.project)
+    finding = check_project_path(host, worker.path, probe.project)
     if finding:
         findings.append(finding)
     if prebuild:
@@ -188,28 +189,28 @@ def skipped_probe_note(connection: str) -> str:
             "(its data path, ABI and running ranks are not probed before the launch)")
 
 
-def ansible_worker_report(worker: Mapping[str, Any], connection: str, data_path: str, declared: bool) -> dict[str, Any]:
+def ansible_worker_report(worker: Worker, connection: str, data_path: str, declared: bool) -> dict[str, Any]:
     """A walk_in worker flodl's ssh cannot reach (``ansible_connection`` not ssh): not probed, ok, said so.
 
     Its agent starts over that connection and fails its own task when the worker cannot run its rank, so the
     probe is skipped, not failed (``flodl_preflight_require_all`` does not apply: nothing was unreachable).
     """
-    note = f"host {worker['host']}: preflight probe {skipped_probe_note(connection)}"
-    return {"host": str(worker["host"]), "status": STATUS_OK, "probe_skipped": connection, "arch": None,
+    note = f"host {worker.host}: preflight probe {skipped_probe_note(connection)}"
+    return {"host": worker.host, "status": STATUS_OK, "probe_skipped": connection, "arch": None,
             "libc": None, "ldd": None, "pkill": None, "gpus": None,
             "data_path": {"path": data_path, "declared": declared, "state": "unchecked"},
             "errors": [], "warnings": [], "notes": [note]}
 
 
 def local_worker_report(
-    worker: Mapping[str, Any], controller: Mapping[str, Any], arch: str, gpu_text: str | None
+    worker: Worker, controller: Mapping[str, Any], arch: str, gpu_text: str | None
 ) -> dict[str, Any]:
     """The controller's own worker entry: covered by the controller's checks, no ssh.
 
     ``gpu_text`` is the local GPU count output, for a ``local_devices: all`` worker.
     """
     report: dict[str, Any] = {
-        "host": worker["host"],
+        "host": worker.host,
         "controller": True,
         "status": controller["status"],
         "arch": arch,
@@ -222,7 +223,7 @@ def local_worker_report(
         "warnings": [],
         "notes": [],
     }
-    if worker.get("local_devices") == "all":
+    if worker.all_devices:
         gpus, finding = check_gpus(worker, gpu_text)
         report["gpus"] = gpus
         if finding:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import REDACTED, holds_secret, remote_workers
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Cluster, ClusterShapeError, Worker, cluster_model
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import REDACTED
 from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import mask, unmask
 from ansible_collections.flodl.cluster.plugins.module_utils._run.runlock import DEFAULT_TTL
 
@@ -57,7 +58,7 @@ class RunSettings:
 class RunContext:
     """Everything a phase needs to know about the run, already validated; frozen (a copy with ``replace``)."""
 
-    cluster: dict[str, Any]
+    cluster: Cluster  # typed; its validated document travels in the handoff and is rebuilt on the way back
     controller_identity: str
     prebuild: bool
     net_timeout_scale: str | None
@@ -87,19 +88,20 @@ class RunContext:
         return sorted(self.vaulted)
 
     @property
-    def remotes(self) -> list[dict[str, Any]]:
-        return remote_workers(self.cluster, self.controller_identity)
+    def remotes(self) -> tuple[Worker, ...]:
+        return self.cluster.remotes(self.controller_identity)
 
     @property
     def project_root(self) -> str:
-        return str(self.cluster["controller"]["path"])
+        return self.cluster.controller.path
 
-    def reached_by_ansible(self, worker: Mapping[str, Any]) -> str | None:
-        """The non-ssh Ansible connection that alone reaches ``worker`` (walk_in), else None."""
-        return self.ansible_only.get(str(worker.get("host")))
+    def reached_by_ansible(self, host: str) -> str | None:
+        """The non-ssh Ansible connection that alone reaches the worker ``host`` (walk_in), else None."""
+        return self.ansible_only.get(host)
 
-    def in_play(self, worker: Mapping[str, Any]) -> bool:
-        return self.inventory_names.get(str(worker.get("host")), "") in self.play_hosts
+    def in_play(self, host: str) -> bool:
+        """Whether the worker ``host`` (its logical label) is one of the play's hosts."""
+        return self.inventory_names.get(host, "") in self.play_hosts
 
 
 # Field -> the types its value may have (None where the field is optional).
@@ -110,7 +112,7 @@ _SHAPE: dict[str, tuple[type, ...]] = {
 }
 
 
-_NOT_MODEL = ("trace", "handoff", "vaulted")
+_NOT_MODEL = ("trace", "handoff", "vaulted", "cluster")  # the cluster travels as its document
 # RunSettings field -> the types its value may have.
 _SETTINGS_SHAPE: dict[str, tuple[type, ...]] = {
     "launch_mode": (str,), "prebuild_dedupe": (bool, type(None)), "prebuild_dedupe_shown": (str,),
@@ -132,8 +134,9 @@ def to_model(ctx: RunContext, phases: list[str], connections: bool, print_: str)
 
     Each vaulted value is a numbered placeholder; its ciphertext travels beside (``vaulted``), in the same order.
     """
-    data = json.loads(json.dumps({k: v for k, v in asdict(ctx).items() if k not in _NOT_MODEL}))
-    if holds_secret(data["cluster"]):
+    plain = {f.name: getattr(ctx, f.name) for f in fields(ctx) if f.name not in _NOT_MODEL}
+    data = json.loads(json.dumps({"cluster": ctx.cluster.document, **plain, "settings": asdict(ctx.settings)}))
+    if ctx.cluster.holds_secret():
         data["cluster"]["controller"]["join"]["token"] = REDACTED
     secrets = ctx.secrets
     model = {"version": MODEL_VERSION, "phases": sorted(set(phases)), "connections": bool(connections),
@@ -147,12 +150,12 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _cluster_ok(cluster: Any) -> bool:
-    if not isinstance(cluster, Mapping) or not isinstance(cluster.get("controller"), Mapping):
-        return False
-    workers = cluster.get("workers")
-    return (isinstance(cluster["controller"].get("path"), str) and isinstance(workers, list)
-            and all(isinstance(w, Mapping) and isinstance(w.get("host"), str) for w in workers))
+def _cluster(document: Any) -> Cluster | None:
+    """The typed cluster a model carries (its join token restored), when the document has the validated shape."""
+    try:
+        return cluster_model(document)
+    except ClusterShapeError:
+        return None
 
 
 def _settings(data: Any) -> RunSettings | None:
@@ -183,7 +186,7 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
     if not set(phases) <= set(model["phases"]) | {"teardown"} or (connections and model.get("connections") is not True):
         return None
     data = model.get("context")
-    if not isinstance(data, Mapping) or not _cluster_ok(data.get("cluster")):
+    if not isinstance(data, Mapping) or not isinstance(data.get("cluster"), Mapping):
         return None
     if any(not isinstance(data.get(k), types) for k, types in _SHAPE.items()):
         return None
@@ -208,17 +211,18 @@ def from_model(model: Any, phases: list[str], connections: bool, print_: str,
         values = unmask(json.loads(json.dumps(dict(data))), secrets)
     except ValueError:
         return None
-    join = values["cluster"]["controller"].get("join")
+    controller = values["cluster"].get("controller")
+    join = controller.get("join") if isinstance(controller, dict) else None
     if isinstance(join, dict) and join.get("token") == REDACTED:
         if token is None:
             return None
         join["token"] = token
     settings = _settings(values.get("settings"))
-    if settings is None:
+    cluster = _cluster(values["cluster"])
+    if settings is None or cluster is None:
         return None
-    return RunContext(**{k: values[k] for k in (*_SHAPE, "cluster", "connect_timeout", "inventory_names",
-                                                "play_hosts", "warnings")}, settings=settings,
-                      ansible_only=dict(values.get("ansible_only") or {}),
+    plain = {k: values[k] for k in (*_SHAPE, "connect_timeout", "inventory_names", "play_hosts", "warnings")}
+    return RunContext(cluster=cluster, **plain, settings=settings, ansible_only=dict(values.get("ansible_only") or {}),
                       vaulted=dict(zip(secrets, vaulted)))
 
 

@@ -25,8 +25,8 @@ import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
@@ -301,12 +301,8 @@ def live_hosts(running: Mapping[str, int | None]) -> Sequence[str]:
     return sorted(h for h, n in running.items() if n)
 
 
-def live_binaries(remotes: Iterable[Mapping[str, Any]], cmd: str | None) -> dict[str, str]:
+def live_binaries(remotes: Iterable[Worker], cmd: str | None) -> dict[str, str]:
     """Where a live run of this project would show: each remote worker's prebuilt rank binary (host -> path)."""
     if not cmd:
         return {}
-    return {
-        str(w["host"]): f"{str(w['path']).rstrip('/')}/{binary_subpath(str(w['host']), str(w['arch']), cmd)}"
-        for w in remotes
-        if w.get("arch")
-    }
+    return {w.host: f"{w.path.rstrip('/')}/{binary_subpath(w.host, w.arch, cmd)}" for w in remotes if w.arch}

@@ -90,11 +90,11 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
         return None
     ssh = launch_ssh(action, task_vars, host)
     argvs = {
-        str(w["host"]): launcher_argv(w, "true", project_root=ctx.project_dir, connect_timeout=ctx.connect_timeout)
+        w.host: launcher_argv(w.document, "true", project_root=ctx.project_dir, connect_timeout=ctx.connect_timeout)
         for w in ctx.remotes
-        if reach and ctx.inventory_names.get(str(w["host"])) != host and str(w["host"]) != host
+        if reach and ctx.inventory_names.get(w.host) != host and w.host != host
     }
-    path, _declared = effective_data_path(ctx.cluster["controller"])
+    path, _declared = effective_data_path(ctx.cluster.controller.data_path)
     run_id = this_run_id() if lock else None
     origin = runlock.lock_name(ctx.controller_identity)
     script = lh.session_script(ctx.project_dir, data_path=path, reach=reach_script(argvs) if argvs else None,

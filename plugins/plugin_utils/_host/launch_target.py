@@ -39,7 +39,7 @@ def launch_docker(given: Any, ctx: RunContext) -> str | None:
     if given is None and ctx.settings.launch_docker_type:  # neither text nor a boolean, as the reader found it
         raise TopologyError([_NOT_A_SERVICE + ctx.settings.launch_docker_type])
     value = given if given is not None else ctx.settings.launch_docker
-    build_service = ctx.cluster["controller"].get("docker")
+    build_service = ctx.cluster.controller.docker
     if value is None:
         return str(build_service) if build_service else None
     flag = as_bool(value) if isinstance(value, (bool, str)) else None

@@ -91,23 +91,23 @@ def local_gpu_counts() -> GpuCounts | None:
 
 def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, GpuCounts], bool]:
     """The GPU counts of each ``all`` worker, and whether ssh was needed: preflight's counts, else one sweep."""
-    wanted = [w for w in ctx.cluster["workers"] if w.get("local_devices") == "all"]
+    wanted = [w for w in ctx.cluster.workers if w.all_devices]
     reported = (preflight.get("hosts") or {}) if isinstance(preflight, Mapping) else {}
     counts: dict[str, GpuCounts] = {}
     for worker in wanted:
-        found = GpuCounts.from_dict((reported.get(worker["host"]) or {}).get("gpus"))
+        found = GpuCounts.from_dict((reported.get(worker.host) or {}).get("gpus"))
         if found is not None:
-            counts[worker["host"]] = found
-    missing = [w for w in wanted if w["host"] not in counts]
+            counts[worker.host] = found
+    missing = [w for w in wanted if w.host not in counts]
     problems: list[str] = []
-    if any(w["host"] == ctx.controller_identity for w in missing):
+    if any(w.host == ctx.controller_identity for w in missing):
         local = local_gpu_counts()
         if local is None:
             problems.append(f"host {ctx.controller_identity}: the local GPU count script failed")
         else:
             counts[ctx.controller_identity] = local
-    remote = [w for w in missing if w["host"] != ctx.controller_identity]
-    jobs = {w["host"]: probe_argv(w, GPU_COUNT_SCRIPT, ctx.project_dir) for w in remote}
+    remote = [w for w in missing if w.host != ctx.controller_identity]
+    jobs = {w.host: probe_argv(w.document, GPU_COUNT_SCRIPT, ctx.project_dir) for w in remote}
     for host, res in run_parallel(jobs, timeout=30.0 * float(ctx.net_timeout_scale or 1.0)).items():
         if not res.ok:
             why = res.error or f"ssh exited {res.returncode}: {res.stderr.strip()[-300:]}"
@@ -165,15 +165,16 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, GpuCounts], host_
     ``local_counts`` stands in for this box's GPU count (the check before contact does not run the probe).
     """
     return le.LaunchInputs(
-        cluster=ctx.cluster, project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
+        cluster=ctx.cluster.document,  # rendered: the topology shipped to flodl's launcher
+        project_root=ctx.project_root.rstrip("/") or "/", cmd=str(ctx.cmd), cmd_dir=ctx.cmd_dir,
         gpu_counts=gpu_counts, controller_env=dict(os.environ), fdl_env=ctx.fdl_env, host_user=host_user,
         launch_command=ctx.launch_command, docker_service=docker_service, container_root=container_root,
         prebuild_envelope_json=envelope_text, net_timeout_scale=ctx.net_timeout_scale, testing_cluster=testing,
         local_gpu_counts=local_counts or (_testing_counts(ctx, gpu_counts) if testing and not guarded else None),
         project_dir=ctx.project_dir, controller_identity=ctx.controller_identity,
-        libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster["workers"], os.environ),
+        libtorch=read_libtorch_env(ctx.project_dir, ctx.controller_identity, ctx.cluster.workers, os.environ),
         ssh_reuse_dir=ssh_reuse_dir, cmd_run=ctx.cmd_run, connect_timeout=ctx.connect_timeout,
-        verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.get("env")),
+        verbosity=launch_verbosity(ansible_verbosity, os.environ, ctx.cluster.env),
         ansible_only=frozenset(ctx.ansible_only),
     )
 
@@ -181,7 +182,7 @@ def launch_inputs(ctx: RunContext, *, gpu_counts: Mapping[str, GpuCounts], host_
 def _testing_counts(ctx: RunContext, gpu_counts: Mapping[str, GpuCounts]) -> GpuCounts | None:
     """This box's GPU count for the testing JSON, which gives it to every ``all`` worker: none without such a
     worker; the count already taken for the controller's own ``all`` worker; else the count script, here."""
-    if not any(w.get("local_devices") == "all" for w in ctx.cluster["workers"]):
+    if not any(w.all_devices for w in ctx.cluster.workers):
         return None
     return gpu_counts.get(ctx.controller_identity) or local_gpu_counts()
 

@@ -42,8 +42,7 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target 
 
 def one_rank_each(ctx: RunContext) -> dict[str, GpuCounts]:
     """GPU counts giving every ``all`` worker one rank of its variant's vendor."""
-    return {str(w["host"]): GpuCounts.one_rank(variant_vendor(str(w.get("arch") or "")))
-            for w in ctx.cluster["workers"] if w.get("local_devices") == "all"}
+    return {w.host: GpuCounts.one_rank(variant_vendor(w.arch or "")) for w in ctx.cluster.workers if w.all_devices}
 
 
 def _no_lookup(name: str) -> list[str]:
@@ -55,7 +54,8 @@ def planned_envelope(ctx: RunContext) -> str | None:
     if not ctx.prebuild or not ctx.cmd:
         return None
     try:
-        plan = plan_prebuild(ctx.project_root, ctx.cmd, ctx.remotes, cmd_dir=ctx.cmd_dir, project_dir=ctx.project_dir)
+        workers = [{"host": w.host, "path": w.path, "arch": w.arch} for w in ctx.remotes]  # the module's shape
+        plan = plan_prebuild(ctx.project_root, ctx.cmd, workers, cmd_dir=ctx.cmd_dir, project_dir=ctx.project_dir)
     except PrebuildError:
         return None  # the prebuild phase reports it
     envelope = plan.envelope()

@@ -33,20 +33,20 @@ def targets_of(ctx: RunContext, given: Any, play_result: Any) -> tuple[dict[str,
     envelope = json.loads(text) if text else ({} if source else None)
     per_host: dict[str, Any] = {}
     targets: dict[str, tuple[Mapping[str, Any], str]] = {}
-    for worker in ctx.cluster["workers"]:
-        name = ctx.inventory_names.get(worker["host"], worker["host"])
-        if not ctx.in_play(worker):
+    for worker in ctx.cluster.workers:
+        name = ctx.inventory_names.get(worker.host, worker.host)
+        if not ctx.in_play(worker.host):
             continue
-        connection = ctx.reached_by_ansible(worker)
+        connection = ctx.reached_by_ansible(worker.host)
         if connection:
             per_host[name] = entry("skipped", f"reached by Ansible's {connection} connection, not ssh: flodl's ssh "
                                    "cleanup cannot reach it; its walk-in agent stops its rank when the launcher ends")
             continue
-        abs_bin = None if worker["host"] == ctx.controller_identity else td.binary_of(worker, envelope, ctx.cmd)
+        abs_bin = None if worker.host == ctx.controller_identity else td.binary_of(worker, envelope, ctx.cmd)
         if abs_bin is None:
             per_host[name] = entry("skipped", "no prebuilt binary known on this host: nothing to stop")
         else:
-            targets[worker["host"]] = (worker, abs_bin)
+            targets[worker.host] = (worker.document, abs_bin)  # flodl's entry, for the ssh argv
     return per_host, targets, source
 
 

@@ -72,7 +72,7 @@ def local_gpu_text() -> str:
 def controller_report(ctx: RunContext, launch: SessionResult | None = None,
                       min_free_gb: float | None = None) -> dict[str, Any]:
     """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
-    path, declared = effective_data_path(ctx.cluster["controller"])
+    path, declared = effective_data_path(ctx.cluster.controller.data_path)
     if launch is None:
         here = pf_probe.parse_probe(local_script(pf_probe.probe_script(path, abi=False, gpus=False,
                                                                        free=bool(min_free_gb))))
@@ -118,18 +118,18 @@ def sweep(
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
     for worker in ctx.remotes:
-        if not ctx.in_play(worker):
+        if not ctx.in_play(worker.host):
             continue
-        path, declared = effective_data_path(worker)
-        plans[worker["host"]] = (path, declared)
-        if ctx.reached_by_ansible(worker):
+        path, declared = effective_data_path(worker.data_path)
+        plans[worker.host] = (path, declared)
+        if ctx.reached_by_ansible(worker.host):
             continue  # walk_in over a non-ssh connection: flodl's ssh cannot reach it (its report says so)
-        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.get("local_devices") == "all",
-                                       project=str(worker["path"]) if worker.get("path") else None,
-                                       free=bool(min_free_gb))
+        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.all_devices,
+                                       project=worker.path or None, free=bool(min_free_gb))
         if follow is not None:
-            script += follow.probe_suffix(worker["host"])
-        jobs[worker["host"]] = probe_argv(with_reuse(worker, reuse_dir), pf_probe.remote_command(script), ctx.project_dir)
+            script += follow.probe_suffix(worker.host)
+        jobs[worker.host] = probe_argv(with_reuse(worker.document, reuse_dir), pf_probe.remote_command(script),
+                                       ctx.project_dir)
     warnings: list[str] = []
     if build_host_argv is not None and jobs:
         jobs[BUILD_HOST_JOB] = build_host_argv
@@ -161,16 +161,16 @@ def sweep(
         controller["errors" if space.level == ERROR else "warnings"].append(space.message)
         controller["status"] = pf_verdict.STATUS_ERROR if controller["errors"] else controller["status"]
     reports: dict[str, dict[str, Any]] = {}
-    for worker in ctx.cluster["workers"]:
-        host = worker["host"]
-        if not ctx.in_play(worker):
+    for worker in ctx.cluster.workers:
+        host = worker.host
+        if not ctx.in_play(host):
             continue
         if host == ctx.controller_identity:
-            gpu_text = local_gpu_text() if worker.get("local_devices") == "all" else None
+            gpu_text = local_gpu_text() if worker.all_devices else None
             reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
             continue
         path, declared = plans[host]
-        connection = ctx.reached_by_ansible(worker)
+        connection = ctx.reached_by_ansible(host)
         if connection:
             reports[host] = pf_verdict.ansible_worker_report(worker, connection, path, declared)
             continue

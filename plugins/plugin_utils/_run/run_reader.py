@@ -39,6 +39,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshargs import 
     worker_ssh_block,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import too_few_ranks
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError, cluster_from_inventory
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.validate import cluster_findings
 from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import redact_text
@@ -182,8 +183,9 @@ def build_context(
     cmd_run = var(task_vars, templar, "flodl_cmd_run")
     connect_raw = var(task_vars, templar, "flodl_launch_connect_timeout")
     connect = knobs.number(connect_raw) if connect_raw is not None and str(connect_raw).strip() else None
+    typed = cluster_model(cluster)  # validated above: typed once, here; the rules above read the unvalidated dict
     return RunContext(
-        cluster=cluster,
+        cluster=typed,
         controller_identity=identity,
         prebuild=prebuild,
         net_timeout_scale=scale_text,
@@ -194,7 +196,7 @@ def build_context(
         launch_command=str(launch_command) if launch_command else None,
         cmd_run=str(cmd_run).strip() if cmd_run is not None and str(cmd_run).strip() else None,
         connect_timeout=DEFAULT_CONNECT_SECONDS if connect is None else math.ceil(connect),
-        project_dir=str(checkout or cluster["controller"]["path"]),
+        project_dir=str(checkout or typed.controller.path),
         play_hosts=[h for h in play_hosts if h in all_workers],
         inventory_names=inventory_names,
         ansible_only=ansible_only,

@@ -78,7 +78,7 @@ def test_two_workers_on_one_sshd_are_refused_naming_both(h1, h2):
 ])
 def test_distinct_sshds_stay_allowed(h1, h2, h3):
     ctx = build_context(task_vars(h1, h2, h3), None, ["preflight", "launch"])
-    assert len(ctx.cluster["workers"]) == 3
+    assert len(ctx.cluster.workers) == 3
 
 
 def test_fdl_files_name_both_workers():

@@ -40,12 +40,16 @@ def _cluster(workers: int) -> dict:
     return {"controller": {"host": "ctl.example", "port": 1337, "path": "/opt/proj"}, "workers": [*named, literal]}
 
 
+def _hosts(cluster):
+    return [cluster["controller"]["host"], *(w["host"] for w in cluster["workers"])]
+
+
 def test_32_workers_with_names_that_never_answer_cost_one_bounded_wait_and_are_warned(never):
     calls: list[str] = []
     answers = {"ctl.example": ["10.0.0.1"], **{f"w{i}": [f"10.0.1.{i}"] for i in range(32)}}
     cluster = _cluster(32)
     start = time.monotonic()
-    resolver = lookups.start_lookups(cluster, _stub(answers, calls, never)).resolver()
+    resolver = lookups.start_lookups(_hosts(cluster), _stub(answers, calls, never)).resolver()
     plan = le.prepare_launch(le.LaunchInputs(cluster=cluster, project_root="/opt/proj", cmd="train",
                                              host_user="alice", testing_cluster=False), resolver)
     elapsed = time.monotonic() - start
@@ -76,14 +80,14 @@ def test_a_controller_name_without_an_answer_is_shipped_as_written_with_the_warn
 
 
 def test_run_names_are_the_controller_and_worker_hosts_without_ip_literals():
-    assert lookups.run_names(_cluster(2)) == ["ctl.example", "w0-hang", "w1"]
+    assert lookups.run_names(_hosts(_cluster(2))) == ["ctl.example", "w0-hang", "w1"]
 
 
 def test_started_lookups_run_beside_the_caller_and_the_wait_counts_from_the_start(never):
     calls: list[str] = []
     cluster = {"controller": {"host": "ctl.example"}, "workers": [{"host": "w1"}, {"host": "w2-hang"}]}
     start = time.monotonic()
-    pending = lookups.start_lookups(cluster, _stub({"ctl.example": ["10.0.0.1"], "w1": ["10.0.1.1"]}, calls, never),
+    pending = lookups.start_lookups(_hosts(cluster), _stub({"ctl.example": ["10.0.0.1"], "w1": ["10.0.1.1"]}, calls, never),
                                     budget=0.6)
     assert time.monotonic() - start < 0.3  # started, not waited for
     time.sleep(0.4)  # the caller's own work; the lookups run meanwhile

@@ -10,12 +10,12 @@ import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core import serde_json_text as sj
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.cluster_json import cluster_json, ordered_cluster
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import populate_ranks
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import (
     TopologyError,
     cluster_from_inventory,
     effective_data_path,
-    remote_workers,
     validate_cluster,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.field_checks import is_reserved_env_key
@@ -955,10 +955,9 @@ def test_floats_and_other_keys_keep_the_serde_layout(doc):
 
 
 def test_effective_data_path():
-    assert effective_data_path({"data_path": "/mnt/d"}) == ("/mnt/d", True)
-    assert effective_data_path({}) == ("/flodl/data", False)
-    assert effective_data_path({"data_path": None}) == ("/flodl/data", False)
-    assert effective_data_path({"data_path": "  "}) == ("/flodl/data", False)
+    assert effective_data_path("/mnt/d") == ("/mnt/d", True)
+    assert effective_data_path(None) == ("/flodl/data", False)
+    assert effective_data_path("  ") == ("/flodl/data", False)
 
 
 def test_remote_workers_compare_logical_labels_not_addresses():
@@ -970,6 +969,7 @@ def test_remote_workers_compare_logical_labels_not_addresses():
         ],
         CLUSTER_VARS,
     )
-    assert [w["host"] for w in remote_workers(c, "box")] == ["box-rank", "gpu-b"]
-    assert [w["host"] for w in remote_workers(c, "127.0.0.1")] == ["box", "box-rank", "gpu-b"]
-    assert [w["host"] for w in remote_workers(c, "nobody")] == ["box", "box-rank", "gpu-b"]
+    typed = cluster_model(c)
+    assert [w.host for w in typed.remotes("box")] == ["box-rank", "gpu-b"]
+    assert [w.host for w in typed.remotes("127.0.0.1")] == ["box", "box-rank", "gpu-b"]
+    assert [w.host for w in typed.remotes("nobody")] == ["box", "box-rank", "gpu-b"]

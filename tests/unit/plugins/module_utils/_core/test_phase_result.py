@@ -70,7 +70,7 @@ def test_a_named_entry_without_its_hosts_entry_has_no_data():
 
 def test_prebuild_entries_name_the_builds():
     built = {"hosts": {"h2": {"status": "built", "bin": "b", "changed": True, "arch": "cu128"}}}
-    workers = [{"host": "h1"}, {"host": "h2"}]
+    workers = ["h1", "h2"]
     per_host = prebuild_entries(built, workers, {}, "h1")
     assert per_host["h2"] == {"status": "changed", "msg": "built: b", "host": "h2"}
     assert per_host["h1"]["status"] == "skipped" and "data" in per_host["h1"]

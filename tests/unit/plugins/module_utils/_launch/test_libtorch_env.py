@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import libtorch_env as lt
 
-WORKERS = [
+
+def typed(*entries):
+    """The run's typed workers (module_utils._cluster.model), as the launch step hands them on."""
+    workers = [{"local_devices": [0], **e} for e in entries]
+    return cluster_model({"controller": {"host": "c", "path": "/p"}, "workers": workers}).workers
+
+
+WORKERS = typed(
     {"host": "ctl", "path": "/srv/proj", "arch": "precompiled/cu128"},
     {"host": "amd-box", "path": "/home/u/proj/", "arch": "precompiled/rocm70"},
     {"host": "bare", "path": "/srv/proj"},
-]
+)
 ARCH_CU128 = "torch=2.8.0\ncuda=12.8\narchs=8.0 9.0\nsource=precompiled\n"
 
 
@@ -145,7 +153,7 @@ def test_read_libtorch_env_reads_the_checkout(tmp_path):
         "CUDA_TAG": "12.6",
     }
     # a worker entry for this machine whose directory exists wins over .active
-    env = lt.read_libtorch_env("/elsewhere", "me", [{"host": "me", "path": co, "arch": "precompiled/cu126"}], {})
+    env = lt.read_libtorch_env("/elsewhere", "me", typed({"host": "me", "path": co, "arch": "precompiled/cu126"}), {})
     assert env["LIBTORCH_PATH"] == co + "/libtorch/precompiled/cu126"
     assert env["CUDA_TAG"] == "12.6"
     # a named case without its file resolves nothing

@@ -153,11 +153,11 @@ def test_the_run_model_keeps_the_own_declared_block_and_derives_none_from_its_co
     monkeypatch.setenv("FLODL_HOST_NAME", "ctl")
     declared = build_context(_task_vars({"flodl_ssh": {"identity_file": ".ssh/rel_key"}, "ansible_port": 2222}),
                              None, ["launch"])
-    assert declared.cluster["workers"][0]["ssh"] == {"identity_file": ".ssh/rel_key"}
+    assert declared.cluster.document["workers"][0]["ssh"] == {"identity_file": ".ssh/rel_key"}
     undeclared = build_context(_task_vars({"ansible_host": "10.0.0.1", "ansible_user": "bob"}), None, ["launch"])
-    assert "ssh" not in undeclared.cluster["workers"][0]
+    assert "ssh" not in undeclared.cluster.document["workers"][0]
     empty = build_context(_task_vars({"flodl_ssh": {}}), None, ["launch"])
-    assert empty.cluster["workers"][0]["ssh"] == {}
+    assert empty.cluster.document["workers"][0]["ssh"] == {}
 
 
 def test_the_run_model_reads_the_run_line(monkeypatch):

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_findings as pf
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pv
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch_host as lh
@@ -68,13 +69,17 @@ def test_enough_or_unchecked_is_no_finding_and_unreadable_warns() -> None:
     assert warned is not None and warned.level == pf.WARNING and "df -Pk" in warned.message
 
 
+H2 = cluster_model({"controller": {"host": "c", "path": "/p"},
+                    "workers": [{"host": "h2", "path": "/p", "local_devices": [0]}]}).workers[0]
+
+
 def test_a_worker_verdict_fails_on_its_free_space_and_reports_it() -> None:
     stdout = (f"{pp.MARK_DIR}=1\n{pp.MARK_READ}=1\n{pp.MARK_FREE}={GB // 4} /tmp/small\n{pp.MARK_END}\n")
-    report = pv.evaluate_remote({"host": "h2"}, data_path="/tmp/small", declared=True, prebuild=False,
+    report = pv.evaluate_remote(H2, data_path="/tmp/small", declared=True, prebuild=False,
                                 build_arch=None, returncode=0, stdout=stdout, min_free_gb=1.0)
     assert report["status"] == pv.STATUS_ERROR and report["data_path"]["free_gb"] == 0.25
     assert report["errors"][0].startswith("h2: only 0.25 GB free on the data path /tmp/small")
-    ok = pv.evaluate_remote({"host": "h2"}, data_path="/tmp/small", declared=True, prebuild=False,
+    ok = pv.evaluate_remote(H2, data_path="/tmp/small", declared=True, prebuild=False,
                             build_arch=None, returncode=0, stdout=stdout, min_free_gb=0.2)
     assert ok["status"] == pv.STATUS_OK and not ok["errors"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker, cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh import ssh as pf_ssh
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_findings as pf_findings
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
@@ -262,12 +263,13 @@ def test_gpu_counts_anything_else_is_an_error(text: str) -> None:
         pf_probe.parse_gpu_counts(text)
 
 
-def _worker(host: str = "h1", devices: object = "all", arch: str | None = "precompiled/cu128", **extra: object) -> dict:
+def _worker(host: str = "h1", devices: object = "all", arch: str | None = "precompiled/cu128", **extra: object) -> Worker:
+    """The run's typed worker (module_utils._cluster.model), as the sweep hands it to the verdicts."""
     w = {"host": host, "local_devices": devices, "path": "/p", "nccl_socket_ifname": "eth0"}
     if arch:
         w["arch"] = arch
     w.update(extra)
-    return w
+    return cluster_model({"controller": {"host": "c", "path": "/p"}, "workers": [w]}).workers[0]
 
 
 def test_check_gpus_zero_is_an_error_naming_the_host() -> None:
@@ -314,7 +316,7 @@ def test_pkill_only_explicit_absent_warns(answer: str | None) -> None:
 
 
 def _eval(stdout: str = FULL, *, rc: int | None = 0, error: str | None = None, prebuild: bool = True,
-          build_arch: str | None = "x86_64", declared: bool = False, worker: dict | None = None,
+          build_arch: str | None = "x86_64", declared: bool = False, worker: Worker | None = None,
           stderr: str = "") -> dict:
     return pf_verdict.evaluate_remote(
         worker or _worker(devices=[0]),
@@ -345,17 +347,17 @@ def test_healthy_host_is_ok() -> None:
 ])
 def test_a_missing_project_path_fails_the_host_naming_path_and_fix(answer: str, found: str) -> None:
     """issue 38: preflight said ok for a worker without its checkout; every rank there would fail to start."""
-    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    worker = _worker(devices=[0], path="/srv/proj")
     r = _eval(FULL.replace("__FLODL_END__", f"__FLODL_PROJECT__={answer}\n__FLODL_END__"), worker=worker)
     assert r["status"] == "error"
     (message,) = r["errors"]
-    host = worker["host"]
+    host = worker.host
     assert message.startswith(f"{host}: the project path /srv/proj (flodl_path) on {host} {found}")
     assert f"check out the project at /srv/proj on {host}" in message and f"set flodl_path for {host}" in message
 
 
 def test_a_present_project_path_or_no_answer_passes() -> None:
-    worker = {**_worker(devices=[0]), "path": "/srv/proj"}
+    worker = _worker(devices=[0], path="/srv/proj")
     assert _eval(FULL.replace("__FLODL_END__", "__FLODL_PROJECT__=1\n__FLODL_END__"), worker=worker)["status"] == "ok"
     assert _eval(FULL, worker=worker)["status"] == "ok"
 
@@ -550,10 +552,8 @@ def test_host_key_failure_is_recognised(stderr: str, kind: str | None) -> None:
     assert pf_ssh.host_key_failure(stderr) == kind
 
 
-def _keyed_worker() -> dict:
-    w = _worker("gpu-b", devices=[0])
-    w["ssh"] = {"target": "alice@10.0.0.12", "port": 2222}
-    return w
+def _keyed_worker(**ssh: object) -> Worker:
+    return _worker("gpu-b", devices=[0], ssh={"target": "alice@10.0.0.12", "port": 2222, **ssh})
 
 
 def test_unknown_host_key_is_an_error_with_the_fixes() -> None:
@@ -590,8 +590,7 @@ def test_a_revoked_host_key_is_reported_as_revoked_with_the_rekey_fix() -> None:
 
 
 def test_an_unknown_key_behind_a_jump_may_be_the_jump_hosts() -> None:
-    worker = _keyed_worker()
-    worker["ssh"]["options"] = ["ProxyJump=ops@10.0.0.2"]
+    worker = _keyed_worker(options=["ProxyJump=ops@10.0.0.2"])
     (message,) = _eval("", rc=255, stderr="Host key verification failed.\n", worker=worker)["errors"]
     assert "no host key for 10.0.0.12 is in the controller's known_hosts and ssh checks strictly (or, as this " \
         "worker is reached through a jump host, none for that jump host)" in message

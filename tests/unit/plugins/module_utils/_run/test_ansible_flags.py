@@ -81,7 +81,7 @@ def test_become_on_the_steps_host_is_that_workers_refusal(phases):
 def test_in_walk_in_a_workers_become_is_honoured_not_refused():
     tv = {**three(ansible_become=True, ansible_become_user="nobody"), "flodl_launch_mode": "walk_in"}
     ctx = read_run(fake_action(False), tv, ["preflight", "prebuild", "launch"], connections=False)
-    assert [w["host"] for w in ctx.cluster["workers"]] == ["gpu-a", "gpu-b", "gpu-c"]
+    assert [w.host for w in ctx.cluster.workers] == ["gpu-a", "gpu-b", "gpu-c"]
     with pytest.raises(TopologyError):  # a step without a launch (teardown) still cannot honour it
         read_run(fake_action(False), tv, ["teardown"], connections=False)
 

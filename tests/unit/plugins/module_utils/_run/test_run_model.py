@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunContext, from_model, to_model
 
 TOKEN = "f" * 32
@@ -14,9 +15,9 @@ VAULTED = "s3cret-path"
 CIPHER = "$ANSIBLE_VAULT;1.1;AES256\n6162"
 
 
-def _ctx() -> RunContext:
-    cluster = {"controller": {"host": "10.0.0.1", "path": "/p", "join": {"token": TOKEN}},
-               "workers": [{"host": "gpu-b", "path": f"/{VAULTED}"}]}
+def _ctx(join: bool = True) -> RunContext:
+    controller = {"host": "10.0.0.1", "path": "/p", **({"join": {"token": TOKEN}} if join else {})}
+    cluster = cluster_model({"controller": controller, "workers": [{"host": "gpu-b", "path": f"/{VAULTED}", "local_devices": [0]}]})
     return RunContext(cluster=cluster, controller_identity="gpu-a", prebuild=True, net_timeout_scale=None,
                       cmd="train", cmd_dir="", fdl_env=None, build_host="localhost", launch_command=None,
                       play_hosts=["gpu-b"], inventory_names={"gpu-b": "gpu-b"}, ansible_only={"gpu-b": "docker"},
@@ -36,7 +37,7 @@ def test_the_model_holds_placeholders_and_comes_back_whole() -> None:
     assert TOKEN not in str(model) and VAULTED not in str(model) and model["vaulted"] == [CIPHER]
     back = _back(model)
     assert back == _ctx() and back.vaulted == {VAULTED: CIPHER}
-    assert back.cluster["controller"]["join"]["token"] == TOKEN
+    assert back.cluster.controller.join is not None and back.cluster.controller.join.token == TOKEN
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -77,8 +78,6 @@ def test_a_model_with_any_field_out_of_shape_is_no_model(change) -> None:
 
 def test_a_redacted_join_token_without_the_runs_token_is_no_model() -> None:
     assert _back(_model(), token=None) is None
-    unjoined = _ctx()
-    del unjoined.cluster["controller"]["join"]
-    model = to_model(unjoined, ["launch"], True, "fp")
+    model = to_model(_ctx(join=False), ["launch"], True, "fp")
     back = from_model(model, ["launch"], True, "fp", None, lambda c: [VAULTED])
-    assert back is not None and "join" not in back.cluster["controller"]
+    assert back is not None and back.cluster.controller.join is None and "join" not in back.cluster.document["controller"]

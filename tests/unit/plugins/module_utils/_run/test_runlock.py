@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock as rl
 
 REC = rl.LockRecord(run_id="0123abcd", controller_host="ctl", pid=4242, started=1000.5, project="/srv/proj",
@@ -228,7 +229,8 @@ def test_live_hosts():
 
 
 def test_live_binaries_are_each_remotes_rank_binary_and_none_without_a_command():
-    remotes = [{"host": "gpu-b", "path": "/srv/proj/", "arch": "precompiled/cu128"}]
+    remotes = cluster_model({"controller": {"host": "10.0.0.1", "path": "/srv/proj"}, "workers": [
+        {"host": "gpu-b", "path": "/srv/proj/", "arch": "precompiled/cu128", "local_devices": [0]}]}).workers
     assert rl.live_binaries(remotes, None) == {} and rl.live_binaries(remotes, "") == {}
     [(host, path)] = rl.live_binaries(remotes, "train").items()
     assert host == "gpu-b" and path.startswith("/srv/proj/target/cluster/gpu-b/") and path.endswith("/release/train")

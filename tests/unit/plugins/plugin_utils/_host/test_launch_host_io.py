@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch_host as lh
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import lock_holder
@@ -61,7 +62,7 @@ def test_the_launch_step_takes_hostname_and_gpus_only_from_a_session_of_its_host
 
 def _ctx(data_path: str | None) -> RunContext:
     controller = {"host": "10.0.0.1", "path": "/opt/proj", **({"data_path": data_path} if data_path else {})}
-    return RunContext(cluster={"controller": controller, "workers": []}, controller_identity="pod-1", prebuild=False,
+    return RunContext(cluster=cluster_model({"controller": controller, "workers": []}), controller_identity="pod-1", prebuild=False,
                       net_timeout_scale=None, cmd="train", cmd_dir="", fdl_env=None, build_host="localhost",
                       launch_command=None, project_dir="/opt/proj")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Ssh
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, build_context
 
@@ -59,11 +60,12 @@ def problems(tv, phases):
 def test_full_run_context():
     ctx = build_context(task_vars(flodl_cmd_dir="/ddp-bench/", flodl_fdl_env="cluster"), None, ["preflight", "prebuild", "launch"])
     assert isinstance(ctx, RunContext)
-    assert [w["host"] for w in ctx.cluster["workers"]] == ["gpu-c", "gpu-a", "gpu-b"]  # group order
-    assert ctx.cluster["workers"][2]["ssh"] == {"target": "10.0.0.12", "user": "alice"}
-    assert "unrelated_var" not in str(ctx.cluster)
+    assert [w.host for w in ctx.cluster.workers] == ["gpu-c", "gpu-a", "gpu-b"]  # group order
+    assert ctx.cluster.workers[2].ssh == Ssh(target="10.0.0.12", user="alice")
+    assert ctx.cluster.document["workers"][2]["ssh"] == {"target": "10.0.0.12", "user": "alice"}
+    assert "unrelated_var" not in ctx.cluster.source
     assert ctx.controller_identity == "gpu-a"
-    assert [w["host"] for w in ctx.remotes] == ["gpu-c", "gpu-b"]
+    assert [w.host for w in ctx.remotes] == ["gpu-c", "gpu-b"]
     assert ctx.project_root == "/opt/proj"
     assert ctx.prebuild is True
     assert ctx.cmd == "train"
@@ -72,7 +74,7 @@ def test_full_run_context():
     assert ctx.build_host == "localhost"
     assert ctx.launch_command is None
     assert ctx.net_timeout_scale is None
-    assert ctx.cluster["controller"]["port"] == 1337
+    assert ctx.cluster.controller.port == 1337
 
 
 def test_optional_values():
@@ -169,7 +171,7 @@ def test_controller_identity_from_env_decides_remotes(monkeypatch):
     monkeypatch.setenv("FLODL_HOST_NAME", "gpu-b")
     ctx = build_context(task_vars(), None, ["launch"])
     assert ctx.controller_identity == "gpu-b"
-    assert [w["host"] for w in ctx.remotes] == ["gpu-c", "gpu-a"]
+    assert [w.host for w in ctx.remotes] == ["gpu-c", "gpu-a"]
     # gpu-a is now a remote without flodl_arch: prebuild must say so
     (msg,) = problems(task_vars(), ["prebuild"])
     assert msg.startswith("host gpu-a (worker 1): flodl_arch is required for prebuild")
@@ -219,7 +221,7 @@ def test_templar_is_applied_to_cluster_and_worker_vars():
     workers["gpu-c"]["flodl_path"] = "{{ root }}/c"
     ctx = build_context(task_vars(workers, flodl_controller_path="{{ root }}"), Templar(), ["launch"])
     assert ctx.project_root == "/opt/proj"
-    assert ctx.cluster["workers"][0]["path"] == "/opt/proj/c"
+    assert ctx.cluster.workers[0].path == "/opt/proj/c"
 
 
 def test_build_host_must_be_in_the_inventory():
@@ -239,7 +241,7 @@ def test_gang_phases_refuse_a_limited_play(phases):
 def test_preflight_and_teardown_honour_a_limit(phases):
     ctx = build_context(task_vars(ansible_play_hosts_all=["gpu-b"]), None, phases)
     assert ctx.play_hosts == ["gpu-b"]
-    assert [w["host"] for w in ctx.cluster["workers"] if ctx.in_play(w)] == ["gpu-b"]
+    assert [w.host for w in ctx.cluster.workers if ctx.in_play(w.host)] == ["gpu-b"]
 
 
 def test_connection_problems_are_reported_with_the_rest():
@@ -393,9 +395,9 @@ def test_a_phase_that_reaches_no_worker_resolves_no_connection():
         return ResolvedConnection()
 
     ctx = build_context(task_vars(workers), None, ["prebuild"], resolve)
-    by_host = {w["host"]: w for w in ctx.cluster["workers"]}
-    assert by_host["gpu-c"]["ssh"] == {"port": 2222}
-    assert "ssh" not in by_host["gpu-b"]
+    by_host = {w.host: w for w in ctx.cluster.workers}
+    assert by_host["gpu-c"].ssh == Ssh(port=2222)
+    assert by_host["gpu-b"].ssh is None
     assert sorted(asked) == ["gpu-b", "gpu-c"]  # the controller's own box is never asked
     with pytest.raises(TopologyError) as exc:  # the same inventory, read as a phase that reaches the workers
         build_context(task_vars(workers), None, ["preflight"])

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Ssh
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_report as pf_report
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import from_model, to_model
@@ -62,16 +63,16 @@ def test_fanout_still_refuses_a_non_ssh_worker_with_the_same_words():
 def test_walk_in_accepts_it_and_records_the_connection(phases):
     ctx = build_context(task_vars(flodl_launch_mode="walk_in"), None, phases)
     assert ctx.ansible_only == {"box": DOCKER}
-    box = next(w for w in ctx.cluster["workers"] if w["host"] == "box")
-    assert "ssh" not in box  # nothing derived from a connection flodl's ssh never uses
-    assert ctx.reached_by_ansible(box) == DOCKER and ctx.reached_by_ansible({"host": "h1"}) is None
+    box = next(w for w in ctx.cluster.workers if w.host == "box")
+    assert box.ssh is None  # nothing derived from a connection flodl's ssh never uses
+    assert ctx.reached_by_ansible(box.host) == DOCKER and ctx.reached_by_ansible("h1") is None
 
 
 def test_walk_in_keeps_a_declared_flodl_ssh_as_written():
     tv = task_vars(flodl_launch_mode="walk_in")
     tv["hostvars"]["box"]["flodl_ssh"] = {"port": 2222}
-    box = build_context(tv, None, ["launch"]).cluster["workers"][1]
-    assert box["ssh"] == {"port": 2222}
+    box = build_context(tv, None, ["launch"]).cluster.workers[1]
+    assert box.ssh == Ssh(port=2222)
 
 
 def test_walk_in_refuses_all_devices_on_a_non_ssh_worker():
@@ -137,7 +138,7 @@ def test_its_name_is_not_looked_up_for_the_launchers_extra_hosts():
         raise OSError(f"Name or service not known: {name}")
 
     ctx = build_context(task_vars(flodl_launch_mode="walk_in"), None, ["launch"])
-    inputs = le.LaunchInputs(cluster=ctx.cluster, project_root="/srv/proj", cmd="train", host_user="alice",
+    inputs = le.LaunchInputs(cluster=ctx.cluster.document, project_root="/srv/proj", cmd="train", host_user="alice",
                              ansible_only=frozenset(ctx.ansible_only))
     plan = le.prepare_launch(inputs, resolve)
     assert "box" not in asked and not any("'box'" in w for w in plan.warnings), (asked, plan.warnings)

@@ -8,9 +8,17 @@ docstring that names a variable is no read.
 from __future__ import annotations
 
 import ast
+import collections.abc
+import dataclasses
 import re
+import typing
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Cluster
+from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import Run
 
 PLUGINS = Path(__file__).resolve().parents[5] / "plugins"
 
@@ -150,3 +158,33 @@ ctx.settings.walks_in(phases)
     tree = ast.parse(code)
     found = _reads(tree, {"KEY": "flodl_b"})
     assert found == {"flodl_a", "flodl_b", "flodl_c", "flodl_d", "flodl_e", "flodl_f", "flodl_launch_mode"}
+
+
+def _untyped(hint: Any, where: str, seen: set[type]) -> list[str]:
+    """Where ``hint`` (a field's type) leaves a value untyped: ``Any``, or a bare dict, list or mapping."""
+    if hint is Any:
+        return [where]
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if hint in seen:
+            return []
+        seen.add(hint)
+        hints = typing.get_type_hints(hint)
+        return [bad for f in dataclasses.fields(hint) if f.compare
+                for bad in _untyped(hints[f.name], f"{where}.{f.name}", seen)]
+    origin = typing.get_origin(hint)
+    if hint in (dict, list, tuple, Mapping, collections.abc.Sequence, object):
+        return [where]  # no element types
+    if origin is typing.Literal:
+        return []
+    return [bad for arg in typing.get_args(hint) if arg is not Ellipsis for bad in _untyped(arg, where, seen)]
+
+
+def test_the_run_is_fully_typed() -> None:
+    """Issue 36: every field of the run's model is typed, the cluster's included (no dict[str, Any]).
+
+    Fields left out of comparison (``trace``, ``handoff``, ``vaulted``) are no part of the model: a step's own
+    account of how it got it, the plain data it hands on, the vault ciphertexts.
+    """
+    assert _untyped(Run, "Run", set()) == []
+    assert typing.get_type_hints(Run)["cluster"] is Cluster
+    assert _untyped(dict[str, Any], "x", set()) == ["x"] and _untyped(Mapping, "m", set()) == ["m"]  # it does catch

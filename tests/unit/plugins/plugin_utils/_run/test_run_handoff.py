@@ -74,7 +74,7 @@ def test_a_cluster_train_resolves_each_worker_once_and_validates_once(controller
     for phases, connections in ((["prebuild"], False), (["launch"], True), (["teardown"], True)):
         later = context.read_run(action(), tv, phases, connections=connections)
         assert later == ctx
-        assert later.cluster["controller"]["join"]["token"] == TOKEN
+        assert later.cluster.controller.join.token == TOKEN
         assert run_handoff.fields(later) == {TRACE_KEY: {"source": "flodl_preflight_run", "validations": 0,
                                                          "connections_resolved": 0}}
     assert len(controller) == 3  # one resolution per worker for the whole run
@@ -110,6 +110,35 @@ def test_a_model_that_does_not_cover_the_phase_or_has_the_wrong_shape_is_not_tak
                    {**model, "context": {**model["context"], "inventory_names": {"h1": 3}}},
                    "not a model"):
         assert _rebuilt({**tv, "flodl_preflight_run": {RESULT_KEY: broken}}, ("preflight",)), broken
+
+
+def test_the_typed_cluster_comes_back_the_same_value():
+    tv = task_vars(flodl_cluster_env={"A": "1"})
+    tv["hostvars"]["h2"].update(flodl_local_devices="all", flodl_env={"W": "2"}, flodl_ssh={"options": ["X=1"]})
+    ctx, result = first_step(tv)
+    later = context.read_run(action(), {**tv, "flodl_preflight_run": result}, ["launch"])
+    assert later.trace["source"] == "flodl_preflight_run"
+    assert later.cluster == ctx.cluster and later == ctx
+    assert later.cluster.workers[1].all_devices and later.cluster.workers[1].ssh.options == ("X=1",)
+    assert later.cluster.document == ctx.cluster.document  # the renderers' input, unchanged by the trip
+
+
+@pytest.mark.parametrize("where, value", [
+    ("workers.0.local_devices", "some"), ("workers.0.local_devices", ["0"]), ("workers.1.env", {"W": 2}),
+    ("workers.2.ssh", "10.0.0.13"), ("controller.port", "1337"), ("controller.host", None),
+    ("controller.join", "token"), ("env", ["A=1"]), ("workers.0", "h1"),
+])
+def test_a_malformed_handed_back_cluster_is_refused(where, value):
+    tv = task_vars()
+    tv["hostvars"]["h2"]["flodl_env"] = {"W": "2"}
+    _ctx, result = first_step(tv)
+    model = json.loads(json.dumps(result[RESULT_KEY]))
+    *path, key = [int(p) if p.isdigit() else p for p in where.split(".")]
+    target = model["context"]["cluster"]
+    for part in path:
+        target = target[part]
+    target[key] = value
+    assert _rebuilt({**tv, "flodl_preflight_run": {RESULT_KEY: model}}), where
 
 
 def test_a_step_that_reaches_no_worker_resolves_nothing_and_hands_nothing_on(controller):

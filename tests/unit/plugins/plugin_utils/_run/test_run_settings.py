@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunContext, RunSettings, from_model, to_model
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_handoff import run_fingerprint
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import RUN_VARS
@@ -24,7 +25,8 @@ def test_read_as_the_steps_read_them() -> None:
 
 def test_frozen_and_carried_by_the_model() -> None:
     settings = read_settings({"flodl_build_timeout": "90", "flodl_launch_host": "gpu-b"}, None)
-    ctx = RunContext(cluster={"controller": {"path": "/p"}, "workers": []}, controller_identity="c", prebuild=True,
+    cluster = cluster_model({"controller": {"host": "c", "path": "/p"}, "workers": []})
+    ctx = RunContext(cluster=cluster, controller_identity="c", prebuild=True,
                      net_timeout_scale=None, cmd="t", cmd_dir="", fdl_env=None, build_host="localhost",
                      launch_command=None, settings=settings)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -82,9 +82,9 @@ def test_every_survey_answer_as_a_string_is_accepted_or_refused_naming_the_field
         return
     ctx = build_context(tv, None, PHASES)
     if name == "flodl_gpu_ram_share":
-        assert [w.get("gpu_ram_share") for w in ctx.cluster["workers"]] == [0.5 if answer else None] * 2
+        assert [w.gpu_ram_share for w in ctx.cluster.workers] == [0.5 if answer else None] * 2
     if name == "flodl_cluster_gpu_ram_share":
-        assert ctx.cluster.get("gpu_ram_share") == (0.5 if answer else None)
+        assert ctx.cluster.gpu_ram_share == (0.5 if answer else None)
     if name == "flodl_build_host":
         assert ctx.build_host == "localhost"
 

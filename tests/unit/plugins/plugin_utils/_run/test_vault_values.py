@@ -90,7 +90,7 @@ def test_the_model_travels_with_placeholders_and_later_steps_get_the_real_value(
     tv = task_vars(flodl_cluster_env={"TOKEN": encrypted(vault, SECRET), "PLAIN": "1"})
     tv["hostvars"]["h2"]["flodl_env"] = {"W": encrypted(vault, "worker-" + SECRET)}
     ctx = context.read_run(action(), tv, ["preflight", "prebuild", "launch"])
-    assert ctx.cluster["env"]["TOKEN"] == SECRET and ctx.cluster["workers"][1]["env"]["W"] == "worker-" + SECRET
+    assert ctx.cluster.env["TOKEN"] == SECRET and ctx.cluster.workers[1].env["W"] == "worker-" + SECRET
     assert sorted(ctx.vaulted) == [SECRET, "worker-" + SECRET]
     result = run_handoff.fields(ctx)
     model = result[RESULT_KEY]
