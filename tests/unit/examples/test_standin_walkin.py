@@ -33,7 +33,7 @@ def _topology(port: int, ranks: int, join_timeout: float) -> dict:
 
 def _connect(port: int) -> socket.socket:
     """A connection to the window, which may not be bound yet."""
-    for _ in range(50):
+    for _attempt in range(50):
         try:
             return socket.create_connection(("127.0.0.1", port), timeout=10)
         except OSError:
