@@ -32,8 +32,10 @@ GPU_COUNT_SCRIPT = (
     "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
     'echo "$n $a"'
 )
+# The CPU arch section alone: the build host and the controller run it, the workers as part of ABI_SCRIPT.
+ARCH_PART = f"echo {MARK_ABI}; uname -m"
 ABI_SCRIPT = (
-    f"echo {MARK_ABI}; uname -m; echo {MARK_LDD}; ldd --version 2>&1 | head -1; "
+    f"{ARCH_PART}; echo {MARK_LDD}; ldd --version 2>&1 | head -1; "
     f"echo {MARK_PKILL}; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
 )
 
@@ -92,6 +94,13 @@ def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None =
     if gpus:
         parts.append(gpu_part())
     parts.append(f"echo {MARK_END}")
+    return "; ".join(parts)
+
+
+def arch_script(*free_paths: str) -> str:
+    """The CPU arch part (:data:`ARCH_PART`), with the free space of the first of ``free_paths`` that exists when
+    any is given; read back with :func:`parse_probe` (``uname``, ``free``)."""
+    parts = [ARCH_PART, *([free_space_script(*free_paths)] if free_paths else []), f"echo {MARK_END}"]
     return "; ".join(parts)
 
 

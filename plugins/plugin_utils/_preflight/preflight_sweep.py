@@ -8,7 +8,6 @@ only gathers the facts those functions judge.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, Protocol
@@ -51,6 +50,11 @@ def local_script(script: str) -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return proc.stdout
+
+
+def local_arch() -> str:
+    """This machine's CPU arch, read by the same part and parser as every other host's ("" when it said none)."""
+    return pf_probe.parse_probe(local_script(pf_probe.arch_script())).uname or ""
 
 
 def target_dirs(ctx: RunContext) -> tuple[str, ...]:
@@ -138,9 +142,8 @@ def sweep(
     build_free = None
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
-        said = [ln.strip() for ln in (probe.stdout if probe.ok else "").splitlines() if ln.strip()]
-        answer = ([ln for ln in said if not ln.startswith(pf_probe.MARK_FREE)] or [""])[-1]
-        build_free = pf_probe.parse_probe(probe.stdout).free if probe.ok else None
+        said = pf_probe.parse_probe(probe.stdout if probe.ok else "")
+        answer, build_free = said.uname or "", said.free
         if answer and not build_arch:
             build_arch = answer
         elif not answer:
@@ -167,7 +170,7 @@ def sweep(
             continue
         if host == ctx.controller_identity:
             gpu_text = local_gpu_text() if worker.all_devices else None
-            reports[host] = pf_verdict.local_worker_report(worker, controller, os.uname().machine, gpu_text)
+            reports[host] = pf_verdict.local_worker_report(worker, controller, local_arch(), gpu_text)
             continue
         path, declared = plans[host]
         connection = ctx.reached_by_ansible(host)
@@ -197,11 +200,9 @@ def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
     if not ctx.prebuild:
         return given, None
     if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
-        return given or os.uname().machine, None
+        return given or local_arch(), None
     if given and not min_free_gb:
         return given, None
-    script = "uname -m"
-    if min_free_gb:
-        script = pf_probe.remote_command(f"uname -m; {pf_probe.free_space_script(*target_dirs(ctx))}")
+    script = pf_probe.remote_command(pf_probe.arch_script(*(target_dirs(ctx) if min_free_gb else ())))
     target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
     return given, probe_argv(target, script, ctx.project_dir)

@@ -1,0 +1,29 @@
+"""The CPU arch part: one script section and one parser for the workers, the build host and the controller."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf
+
+
+def _sh(script: str) -> str:
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def test_the_arch_part_alone_is_read_back_by_the_shared_parser() -> None:
+    said = pf.parse_probe("a login banner\n" + _sh(pf.arch_script()))
+    assert said.uname == os.uname().machine and said.complete
+    assert said.free is None and said.ldd is None  # only what was asked
+
+
+def test_the_build_hosts_arch_and_free_space_share_one_round_trip(tmp_path) -> None:
+    said = pf.parse_probe(_sh(pf.arch_script(str(tmp_path / "target" / "cluster"), str(tmp_path))))
+    assert said.uname == os.uname().machine
+    assert said.free is not None and said.free.path == str(tmp_path) and (said.free.kb or 0) > 0
+
+
+def test_the_workers_abi_section_starts_with_the_same_part() -> None:
+    assert pf.ABI_SCRIPT.startswith(pf.ARCH_PART + ";")
+    said = pf.parse_probe(_sh(pf.probe_script("/", abi=True, gpus=False)))
+    assert said.uname == os.uname().machine and said.pkill in ("present", "absent")
