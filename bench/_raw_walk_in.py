@@ -73,8 +73,8 @@ class CallbackModule(CallbackBase):
 '''
 
 
-def record_walk_in(argv: list[str], env: dict[str, str], work: Path, n: int) -> tuple[subprocess.CompletedProcess,
-                                                                                    dict | None]:
+def record_walk_in(argv: list[str], env: dict[str, str], work: Path,
+                   n: int) -> tuple[subprocess.CompletedProcess, dict | None]:
     """One walk-in run of the playbook with the recorder: (the process, what its launch step made or None)."""
     root = Path(env["ANSIBLE_CALLBACK_PLUGINS"])
     (root / f"{RECORDER_NAME}.py").write_text(RECORDER)

@@ -14,6 +14,13 @@ repetition, so every kind sees the same load):
   default launch mode (``fanout``: the launcher gets the whole topology in its environment);
 * ``walk_in``: the same with ``-e flodl_launch_mode=walk_in`` (the launcher opens a join window, an agent is
   started on each worker over its own Ansible connection and collected after);
+* ``raw_walk_in``: walk_in's minimum pipeline (bench/_raw_walk_in.py): the same probe and no-op builds, the stand-in
+  launcher started here with the walk-in window's environment, a wait until its window listens, every agent
+  started by plain parallel ssh (the collection's start script, its environment on stdin), the launcher's end, every
+  agent collected by plain parallel ssh; the bytes are those of a recorded walk_in run's launch step (an untimed
+  walk_in run of the playbook at each size; where fanout is refused, the one that builds). Checked: every probe
+  answered, every build a no-op, every worker joined, the window reached its N ranks, no rank lost or failed, the
+  launcher and every agent exited 0;
 * ``preflight``: ``ansible-playbook flodl.cluster.preflight``;
 * ``floor``: Ansible's floor for the shape (``_timing.FLOOR_PLAY``: a run-once and a per-host ``debug``).
 
@@ -28,14 +35,15 @@ following it), the agents' start and collect; the cost per added worker is the s
 
 A size whose launch environment cannot fit (exec's 128 KiB per string) must be refused before contact in fanout:
 then the bench checks 0 sshd logins and no build target, records the refusal and times it instead, and walk_in
-(which carries no roster in the environment) still runs there (its first run builds). The minimum pipeline cannot
-launch at such a size either (fdl-cli's environment is the same), so walk_in is compared with the probe and the
-floor play there.
+(which carries no roster in the environment) still runs there (its first run builds), and so does ``raw_walk_in``.
+The fan-out minimum pipeline (``raw``) cannot launch at such a size (fdl-cli's environment is the same), so there
+walk_in is compared with ``raw_walk_in``, the probe and the floor play. The report prints walk_in / raw_walk_in at
+every size, raw_walk_in's sshd logins per worker (3: probe, start, collect) and its cost per added worker.
 
     python bench/scale_bench.py [--sizes 8,128,500] [--reps 2]
         [--ansible-playbook /work/main/.venv/ansible-2.19/bin/ansible-playbook] [--json FILE]
 
-``FLODL_BENCH_KINDS=raw,walk_in``: only those kinds where fanout launches; ``FLODL_BENCH_FORKS=default,50``:
+``FLODL_BENCH_KINDS=raw,walk_in,raw_walk_in``: only those kinds where fanout launches; ``FLODL_BENCH_FORKS=default,50``:
 preflight, the floor play and walk_in again per ``ANSIBLE_FORKS`` value; ``FLODL_BENCH_WARM=0``: no untimed round
 of the minimum pipeline first.
 """
