@@ -140,9 +140,36 @@ def raw_walk_in_script(cluster, project: Path, record: dict, work: Path) -> Path
                      + " ".join(q(x) for x in argv[:-1]) + " " + q(argv[-1] + " ") + '"$pid"'
                      + f" </dev/null >{out}/collect-{h.name} 2>&1) &")
     lines.append("wait")
+    # A time stamp at the start and after each step's wait (a `date` each: a few milliseconds in all), for STEPS.
+    stamp = f"date +%s.%N >>{out}/stamps"
+    lines = [lines[0], f"date +%s.%N >{out}/stamps"] + [x for ln in lines[1:] for x in (
+        [ln, stamp] if ln == "wait" or ln.startswith(("wait ", "( __flodl_i=")) else [ln])]
     path = work / f"raw-walk-in-{len(list(cluster))}.sh"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+STEPS = ("probe", "builds", "window open", "agents started", "launcher's end", "collect")
+
+
+def step_seconds(script: Path) -> dict[str, float]:
+    """Each step's wall time in the last run of the script, from its time stamps."""
+    stamps = [float(x) for x in (script.parent / "raw-out" / "stamps").read_text().split()]
+    return {name: b - a for name, a, b in zip(STEPS, stamps, stamps[1:])}
+
+
+def steps_table(rows: list[dict]) -> None:
+    """Where raw_walk_in's time goes, per size (median per step)."""
+    have = [r for r in rows if r["samples"].get("raw_walk_in") and "steps" in r["samples"]["raw_walk_in"][0]]
+    if not have:
+        return
+    print("\nWhere raw_walk_in's time goes (medians, seconds)")
+    print("| workers | " + " | ".join(STEPS) + " |")
+    print("| ---: |" + " ---: |" * len(STEPS))
+    for r in have:
+        runs = r["samples"]["raw_walk_in"]
+        print(f"| {r['hosts']} | " + " | ".join(
+            f"{sorted(s['steps'][k] for s in runs)[len(runs) // 2]:.2f}" for k in STEPS) + " |")
 
 
 def check_raw_walk_in(cluster, script: Path, steps: int) -> None:

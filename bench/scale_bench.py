@@ -67,7 +67,7 @@ from cluster_train_bench import (  # noqa: E402
     VARIANTS, bench_hosts, check_raw, fanout_missing, inventory, raw_script, recorded_launch_env, run, timed_run,
 )
 from netns_cluster import SHARED_BASE, Cluster, require_root  # noqa: E402
-from _raw_walk_in import check_raw_walk_in, raw_walk_in_script, record_walk_in  # noqa: E402
+from _raw_walk_in import check_raw_walk_in, raw_walk_in_script, record_walk_in, step_seconds, steps_table  # noqa: E402
 
 KINDS = ["raw", "cluster_train", "walk_in", "raw_walk_in", "probe", "preflight", "floor"]
 TRAINS = ("cluster_train", "walk_in")
@@ -211,7 +211,8 @@ def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project,
                 took = time.monotonic() - t0
                 check_raw_walk_in(cluster, walk_script, steps)
                 after = accepted(cluster)
-                samples[kind].append({"total": took, "logins_per_worker": sorted({after[h] - before[h] for h in after})})
+                samples[kind].append({"total": took, "steps": step_seconds(walk_script),
+                                      "logins_per_worker": sorted({after[h] - before[h] for h in after})})
             elif base == "cluster_train":
                 samples[kind].append(timed_train(play, env, times, cluster, fanout_missing))
             elif base == "walk_in":
@@ -295,6 +296,7 @@ def report(rows: list[dict], version: str, reps: int) -> None:
             floor = f"{med(r, 'floor', 'per-host task'):.2f}" if r["samples"].get("floor") else "-"
             print(f"| {r['hosts']} | {kind} | {start:.2f} | "
                   + " | ".join(f"{bucket(r, kind, b):.2f}" for b in names[1:]) + f" | {floor} |")
+    steps_table(rows)
     print("\nCost per added worker between consecutive sizes (milliseconds)")
     cols = ["raw", "cluster_train", "walk_in", "raw_walk_in", "probe", "preflight", "floor"]
     parts = [("walk_in", "agent start"), ("walk_in", "agent collect"), ("walk_in", "per-host tasks"),
