@@ -185,4 +185,7 @@ def check_raw_walk_in(cluster, script: Path, steps: int) -> None:
     rc = (out / "launcher.rc").read_text().strip()
     if (bad or rc != "0" or f"target ranks reached: {n} rank(s)" not in launcher or "lost rank" in launcher
             or "reports rank" in launcher or len(builds) != steps or any("Finished" not in p.read_text() for p in builds)):
-        raise RuntimeError(f"raw_walk_in incomplete (launcher rc {rc}) on {bad[:10]} ({len(bad)}):\n{launcher[-2000:]}")
+        seen = "".join(f"\n{h} {step}: {(out / f'{step}-{h}').read_text()[-300:]!r}" for h in bad[:3]
+                       for step in ("start", "collect"))  # the workspace is removed after: say why here
+        raise RuntimeError(f"raw_walk_in incomplete (launcher rc {rc}) on {bad[:10]} ({len(bad)}):{seen}\n"
+                           f"{launcher[-2000:]}")
