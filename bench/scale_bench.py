@@ -14,6 +14,13 @@ repetition, so every kind sees the same load):
   default launch mode (``fanout``: the launcher gets the whole topology in its environment);
 * ``walk_in``: the same with ``-e flodl_launch_mode=walk_in`` (the launcher opens a join window, an agent is
   started on each worker over its own Ansible connection and collected after);
+* ``raw_walk_in``: walk_in's minimum pipeline (bench/_raw_walk_in.py): the same probe and no-op builds, the stand-in
+  launcher started here with the walk-in window's environment, a wait until its window listens, every agent
+  started by plain parallel ssh (the collection's start script, its environment on stdin), the launcher's end, every
+  agent collected by plain parallel ssh; the bytes are those of a recorded walk_in run's launch step (an untimed
+  walk_in run of the playbook at each size; where fanout is refused, the one that builds). Checked: every probe
+  answered, every build a no-op, every worker joined, the window reached its N ranks, no rank lost or failed, the
+  launcher and every agent exited 0;
 * ``preflight``: ``ansible-playbook flodl.cluster.preflight``;
 * ``floor``: Ansible's floor for the shape (``_timing.FLOOR_PLAY``: a run-once and a per-host ``debug``).
 
@@ -28,14 +35,15 @@ following it), the agents' start and collect; the cost per added worker is the s
 
 A size whose launch environment cannot fit (exec's 128 KiB per string) must be refused before contact in fanout:
 then the bench checks 0 sshd logins and no build target, records the refusal and times it instead, and walk_in
-(which carries no roster in the environment) still runs there (its first run builds). The minimum pipeline cannot
-launch at such a size either (fdl-cli's environment is the same), so walk_in is compared with the probe and the
-floor play there.
+(which carries no roster in the environment) still runs there (its first run builds), and so does ``raw_walk_in``.
+The fan-out minimum pipeline (``raw``) cannot launch at such a size (fdl-cli's environment is the same), so there
+walk_in is compared with ``raw_walk_in``, the probe and the floor play. The report prints walk_in / raw_walk_in at
+every size, raw_walk_in's sshd logins per worker (3: probe, start, collect) and its cost per added worker.
 
     python bench/scale_bench.py [--sizes 8,128,500] [--reps 2]
         [--ansible-playbook /work/main/.venv/ansible-2.19/bin/ansible-playbook] [--json FILE]
 
-``FLODL_BENCH_KINDS=raw,walk_in``: only those kinds where fanout launches; ``FLODL_BENCH_FORKS=default,50``:
+``FLODL_BENCH_KINDS=raw,walk_in,raw_walk_in``: only those kinds where fanout launches; ``FLODL_BENCH_FORKS=default,50``:
 preflight, the floor play and walk_in again per ``ANSIBLE_FORKS`` value; ``FLODL_BENCH_WARM=0``: no untimed round
 of the minimum pipeline first.
 """
@@ -59,8 +67,9 @@ from cluster_train_bench import (  # noqa: E402
     VARIANTS, bench_hosts, check_raw, fanout_missing, inventory, raw_script, recorded_launch_env, run, timed_run,
 )
 from netns_cluster import SHARED_BASE, Cluster, require_root  # noqa: E402
+from _raw_walk_in import check_raw_walk_in, raw_walk_in_script, record_walk_in, step_seconds, steps_table  # noqa: E402
 
-KINDS = ["raw", "cluster_train", "walk_in", "probe", "preflight", "floor"]
+KINDS = ["raw", "cluster_train", "walk_in", "raw_walk_in", "probe", "preflight", "floor"]
 TRAINS = ("cluster_train", "walk_in")
 WALK_IN = ["-e", "flodl_launch_mode=walk_in"]
 # Where a cluster_train's time goes, by task name (the rest of the run-once steps is "other steps").
@@ -153,12 +162,12 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
         if proc.returncode != 0:
             if sum(accepted(cluster).values()) != sum(before.values()) or builds_of(project):
                 raise RuntimeError(f"first run failed after contact:\n{failure_text(proc.stdout, proc.stderr)}")
-            _t, proc = run(play + WALK_IN, env)
-            if proc.returncode != 0:
-                raise RuntimeError(f"walk_in's first run failed:\n{failure_text(proc.stdout, proc.stderr)}")
+            record = recorded_walk_in(play, env, work, n)
             script = raw_script(cluster, project, {}, work)  # its probe part only
-            kinds = ["refused", "walk_in", "probe", "preflight", "floor", *per_forks]
-            samples = measure(kinds, reps, load, probe=probe_part(script, n), script=script, steps=0, **common)
+            kinds = ["refused", "walk_in", "raw_walk_in", "probe", "preflight", "floor", *per_forks]
+            samples = measure(kinds, reps, load, probe=probe_part(script, n), script=script,
+                              walk_script=raw_walk_in_script(cluster, project, record, work),
+                              steps=min(n, len(VARIANTS)), **common)
             return {"hosts": n, "up": up, "reps": reps, "samples": samples, "load": load, "refused": samples["refused"]}
         _recorded, launch_env = recorded_launch_env(hosts, work, bins["ansible-playbook"], env, **dp)
         sizes = {k: len(v) for k, v in launch_env.items() if len(v) > 1000}
@@ -167,13 +176,23 @@ def bench_size(n: int, reps: int, bins: dict[str, str], env: dict[str, str], wor
             subprocess.run(["sh", str(script)], check=True)  # one untimed round (page cache)
         chosen = os.environ.get("FLODL_BENCH_KINDS", ",".join(KINDS))
         kinds = [k for k in chosen.split(",") if k] + per_forks
-        samples = measure(kinds, reps, load, probe=probe_part(script, n), script=script,
+        walk_script = raw_walk_in_script(cluster, project, recorded_walk_in(play, env, work, n), work)  # untimed
+        samples = measure(kinds, reps, load, probe=probe_part(script, n), script=script, walk_script=walk_script,
                           steps=min(n, len(VARIANTS)), **common)
         return {"hosts": n, "up": up, "reps": reps, "samples": samples, "env_sizes": sizes, "load": load}
 
 
+def recorded_walk_in(play: list[str], env: dict[str, str], work: Path, n: int) -> dict:
+    """A walk_in run of the playbook (at a size fanout refuses: the one that builds) with the launch step's walk-in
+    plan recorded: the bytes raw_walk_in sends (bench/_raw_walk_in.py)."""
+    proc, record = record_walk_in(play + WALK_IN, env, work, n)
+    if proc.returncode != 0 or not record or record["problems"]:
+        raise RuntimeError(f"the recorded walk_in run failed:\n{failure_text(proc.stdout, proc.stderr)}")
+    return record
+
+
 def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project, play, env, inv, floor, probe,
-            script, times, bins, steps) -> dict[str, list]:
+            script, walk_script, times, bins, steps) -> dict[str, list]:
     """Every kind once per repetition, the order rotating: each kind sees the same load."""
     samples: dict[str, list] = {k: [] for k in kinds}
     for rep in range(reps):
@@ -186,6 +205,14 @@ def measure(kinds: list[str], reps: int, load: list[float], *, cluster, project,
                 samples[kind].append({"total": time.monotonic() - t0})
                 if base == "raw":
                     check_raw(cluster, script.parent, steps)
+            elif base == "raw_walk_in":
+                before = accepted(cluster)
+                t0, _proc = run(["sh", str(walk_script)])
+                took = time.monotonic() - t0
+                check_raw_walk_in(cluster, walk_script, steps)
+                after = accepted(cluster)
+                samples[kind].append({"total": took, "steps": step_seconds(walk_script),
+                                      "logins_per_worker": sorted({after[h] - before[h] for h in after})})
             elif base == "cluster_train":
                 samples[kind].append(timed_train(play, env, times, cluster, fanout_missing))
             elif base == "walk_in":
@@ -224,17 +251,21 @@ def train_cell(row: dict, kind: str) -> str:
 
 def report(rows: list[dict], version: str, reps: int) -> None:
     print(f"{version}; {os.cpu_count()} CPUs; {reps} repetitions; median (min-max) in seconds")
-    print("\n| workers | minimum pipeline | cluster_train (fanout) | ratio | walk_in | ratio | probe | preflight | ratio "
-          "| floor play | fanout / floor | walk_in / floor | fanout: logins per worker | lines all / own "
-          "| walk_in: logins per worker | lines all / own | load |")
-    print("| ---: " * 17 + "|")
+    print("\n| workers | minimum pipeline | cluster_train (fanout) | ratio | walk_in | ratio | raw_walk_in "
+          "| walk_in / raw_walk_in | probe | preflight | ratio | floor play | fanout / floor | walk_in / floor "
+          "| fanout: logins per worker | lines all / own | walk_in: logins per worker | lines all / own "
+          "| raw_walk_in: logins per worker | load |")
+    print("| ---: " * 20 + "|")
     for r in rows:
         fanout = "refused" if "refused" in r else spread(r, "cluster_train")
         print(f"| {r['hosts']} | {spread(r, 'raw')} | {fanout} | {ratio(r, 'cluster_train', 'raw')} | "
-              f"{spread(r, 'walk_in')} | {ratio(r, 'walk_in', 'raw')} | {spread(r, 'probe')} | "
+              f"{spread(r, 'walk_in')} | {ratio(r, 'walk_in', 'raw')} | {spread(r, 'raw_walk_in')} | "
+              f"{ratio(r, 'walk_in', 'raw_walk_in')} | {spread(r, 'probe')} | "
               f"{spread(r, 'preflight')} | {ratio(r, 'preflight', 'probe')} | {spread(r, 'floor')} | "
               f"{ratio(r, 'cluster_train', 'floor')} | {ratio(r, 'walk_in', 'floor')} | "
-              f"{train_cell(r, 'cluster_train')} | {train_cell(r, 'walk_in')} | {min(r['load'])}-{max(r['load'])} |")
+              f"{train_cell(r, 'cluster_train')} | {train_cell(r, 'walk_in')} | "
+              f"{sorted({x for s in r['samples'].get('raw_walk_in', []) for x in s['logins_per_worker']})} | "
+              f"{min(r['load'])}-{max(r['load'])} |")
     for r in rows:
         for x in r.get("refused", []):
             print(f"\n{r['hosts']} workers: fanout refused before contact in {x['seconds']:.2f} s (rc {x['rc']}, "
@@ -265,8 +296,9 @@ def report(rows: list[dict], version: str, reps: int) -> None:
             floor = f"{med(r, 'floor', 'per-host task'):.2f}" if r["samples"].get("floor") else "-"
             print(f"| {r['hosts']} | {kind} | {start:.2f} | "
                   + " | ".join(f"{bucket(r, kind, b):.2f}" for b in names[1:]) + f" | {floor} |")
+    steps_table(rows)
     print("\nCost per added worker between consecutive sizes (milliseconds)")
-    cols = ["raw", "cluster_train", "walk_in", "probe", "preflight", "floor"]
+    cols = ["raw", "cluster_train", "walk_in", "raw_walk_in", "probe", "preflight", "floor"]
     parts = [("walk_in", "agent start"), ("walk_in", "agent collect"), ("walk_in", "per-host tasks"),
              ("cluster_train", "sweep")]
     print("| workers | " + " | ".join(cols) + " | " + " | ".join(f"{k}: {b}" for k, b in parts) + " |")

@@ -79,7 +79,9 @@ class Window:
         server = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind((self.host, self.port))
-        server.listen(128)
+        # A backlog for every agent expected: agents started all at once (plain parallel ssh, 500 workers) on a
+        # loaded controller dial faster than this loop accepts, and the demo's agent gives up after 5 s.
+        server.listen(max(128, self.target))
         server.settimeout(0.2)
         self.say(f"[standin-launcher] join window open on {self.host}:{self.port}: discovery, "
                  f"target {self.target} rank(s), quorum {self.quorum}, token-protected")
