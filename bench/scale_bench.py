@@ -40,7 +40,7 @@ The fan-out minimum pipeline (``raw``) cannot launch at such a size (fdl-cli's e
 walk_in is compared with ``raw_walk_in``, the probe and the floor play. The report prints walk_in / raw_walk_in at
 every size, raw_walk_in's sshd logins per worker (3: probe, start, collect) and its cost per added worker.
 
-    python bench/scale_bench.py [--sizes 8,128,500] [--reps 2]
+    .venv/ansible-2.19/bin/python bench/scale_bench.py [--sizes 8,32,128,200,500] [--reps 2]
         [--ansible-playbook /work/main/.venv/ansible-2.19/bin/ansible-playbook] [--json FILE]
 
 ``FLODL_BENCH_KINDS=raw,walk_in,raw_walk_in``: only those kinds where fanout launches; ``FLODL_BENCH_FORKS=default,50``:
@@ -324,7 +324,7 @@ def report(rows: list[dict], version: str, reps: int) -> None:
 
 
 def main() -> int:
-    args = bench_args(__doc__, "8,128,500")
+    args = bench_args(__doc__, "8,32,128,200,500")
     # preflight, the floor play and walk_in again with these ANSIBLE_FORKS values ("default": Ansible's own, 5)
     forks = [f.strip() for f in os.environ.get("FLODL_BENCH_FORKS", "default").split(",") if f.strip()]
 
