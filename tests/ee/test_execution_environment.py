@@ -117,13 +117,17 @@ def _results(r, event: str, task: str) -> set[str]:
             if e.get("event") == event and e["event_data"].get("task") == task}
 
 
+def _demo_on_hosts(shared: Path, cluster_factory):
+    """The demo project on the shared mount, the build toolchain beside it, and the namespace workers."""
+    project = shared / "proj"
+    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
+    return project, _toolchain(shared), cluster_factory(list(WORKERS), shared_root=shared)
+
+
 def test_cluster_train_job_in_the_ee_image(ee_image, netns_cluster_factory, netns_shared_dir, tmp_path):
     ansible_runner = _runner()
     shared = netns_shared_dir
-    project = shared / "proj"
-    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
-    toolchain = _toolchain(shared)
-    cluster = netns_cluster_factory(list(WORKERS), shared_root=shared)
+    project, toolchain, cluster = _demo_on_hosts(shared, netns_cluster_factory)
     pdd = _private_data_dir(tmp_path, cluster, project, shared, toolchain)
 
     r = ansible_runner.run(

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ci_policy import need
-from test_execution_environment import DEMO, REPO_ROOT, WORKERS, _inventory, _known_hosts, _toolchain
+from test_execution_environment import REPO_ROOT, WORKERS, _demo_on_hosts, _inventory, _known_hosts
 
 
 def _navigator() -> str:
@@ -34,10 +34,7 @@ def test_the_doc_walk_through_runs_cluster_train_through_ansible_navigator(
     navigator = _navigator()
     status_before = _git_status()
     shared = netns_shared_dir
-    project = shared / "proj"
-    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("target"))
-    toolchain = _toolchain(shared)
-    cluster = netns_cluster_factory(list(WORKERS), shared_root=shared)
+    project, toolchain, cluster = _demo_on_hosts(shared, netns_cluster_factory)
     inventory = _inventory(cluster, project, shared, toolchain)
     for host in inventory["all"]["children"]["flodl_workers"]["hosts"].values():
         host["ansible_ssh_private_key_file"] = "/keys/flodl_key"  # --private-key names it too, as the doc does
