@@ -87,11 +87,6 @@ class Worker:
         return self.local_devices == ALL
 
     @property
-    def ssh_target(self) -> str:
-        """Where ssh goes: the declared target, else the host (module_utils._ssh.ssh.target_of's rule)."""
-        return self.ssh.target if self.ssh is not None and self.ssh.target else self.host
-
-    @property
     def document(self) -> dict[str, Any]:
         """A fresh copy of its validated entry (flodl's worker shape)."""
         return dict(json.loads(self.source))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import FreeSpace
-from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED
+from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
@@ -194,7 +194,7 @@ def check_gpus(worker: Worker, text: str | None) -> tuple[dict[str, int] | None,
 def host_key_finding(worker: Worker, kind: str) -> Finding:
     """The definitive error for a host whose key ssh would not accept, with the three fixes."""
     host = worker.host
-    target = worker.ssh_target.rsplit("@", 1)[-1]
+    target = target_of(worker.document).rsplit("@", 1)[-1]  # where ssh goes: the one rule, ssh.target_of
     port = worker.ssh.port if worker.ssh is not None else None
     port_opt = f"-p {port} " if port is not None else ""
     entry = f"[{target}]:{port}" if port not in (None, 22, "22") else target
