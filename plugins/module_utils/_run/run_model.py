@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.connect_bound import DEFAULT_SECONDS as DEFAULT_CONNECT_SECONDS
@@ -35,7 +36,7 @@ class RunSettings:
     prebuild_dedupe: bool | None = True  # flodl_prebuild_dedupe; None: not a boolean (the prebuild refuses it)
     prebuild_dedupe_shown: str = "True"  # its value as that refusal shows it
     build_timeout: float | None = None  # flodl_build_timeout; None: the build's default
-    prebuild_env: dict[str, str] = field(default_factory=dict)  # flodl_prebuild_env
+    prebuild_env: Mapping[str, str] = field(default_factory=dict)  # flodl_prebuild_env (read-only)
     preflight_require_all: bool = False  # flodl_preflight_require_all
     testing_cluster: bool = True  # flodl_testing_cluster
     launch_container_root: str | None = None  # flodl_launch_container_root; None: unset (the launch's default)
@@ -48,6 +49,9 @@ class RunSettings:
     run_lock_ttl: int = DEFAULT_TTL  # flodl_run_lock_ttl, bounded
     run_id: str | None = None  # flodl_run_id, as given (launch_status checks it)
     launch_run_id: str | None = None  # flodl_launch.run_id: the start job's artifact
+
+    def __post_init__(self) -> None:
+        _freeze(self, "prebuild_env")
 
     def walks_in(self, phases: list[str]) -> bool:
         """Whether this run launches in ``walk_in`` mode (blank means fanout)."""
@@ -70,17 +74,25 @@ class RunContext:
     project_dir: str = ""
     cmd_run: str | None = None  # the fdl command's run: line (flodl_cmd_run), run as fdl-cli runs it
     connect_timeout: int = DEFAULT_CONNECT_SECONDS  # flodl_launch_connect_timeout, for the launcher's ssh
-    play_hosts: list[str] = field(default_factory=list)  # the workers this play runs on (after --limit)
-    inventory_names: dict[str, str] = field(default_factory=dict)  # logical host -> inventory host
+    play_hosts: tuple[str, ...] = ()  # the workers this play runs on (after --limit)
+    inventory_names: Mapping[str, str] = field(default_factory=dict)  # logical host -> inventory host
     # walk_in only: logical host -> the non-ssh Ansible connection that reaches it (flodl's ssh never does).
-    ansible_only: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    ansible_only: Mapping[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
     settings: RunSettings = field(default_factory=RunSettings)
     # How this step got the model (run_handoff.trace), and the model it built for the later steps: not in the model.
-    trace: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    handoff: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    trace: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    handoff: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     # Values that came from Ansible Vault: plaintext -> ciphertext (plugin_utils._run.vault_values); never in the model.
-    vaulted: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    vaulted: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Callers may pass lists and dicts; the run keeps read-only copies, so no step can change it for the next.
+        object.__setattr__(self, "play_hosts", tuple(self.play_hosts))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        _freeze(self, "inventory_names", "ansible_only", "trace", "vaulted")
+        if self.handoff is not None:
+            object.__setattr__(self, "handoff", _frozen(self.handoff))
 
     @property
     def secrets(self) -> list[str]:
@@ -102,6 +114,33 @@ class RunContext:
     def in_play(self, host: str) -> bool:
         """Whether the worker ``host`` (its logical label) is one of the play's hosts."""
         return self.inventory_names.get(host, "") in self.play_hosts
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only deep copy of plain data: mappings as MappingProxyType, lists as tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """Plain JSON data again (dicts and lists) from what :func:`_frozen` made, for a task's result."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thawed(v) for v in value]
+    return value
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _freeze(obj: Any, *names: str) -> None:
+    for name in names:
+        object.__setattr__(obj, name, MappingProxyType(dict(getattr(obj, name))))
 
 
 # Field -> the types its value may have (None where the field is optional).
@@ -134,8 +173,8 @@ def to_model(ctx: RunContext, phases: list[str], connections: bool, print_: str)
 
     Each vaulted value is a numbered placeholder; its ciphertext travels beside (``vaulted``), in the same order.
     """
-    plain = {f.name: getattr(ctx, f.name) for f in fields(ctx) if f.name not in _NOT_MODEL}
-    data = json.loads(json.dumps({"cluster": ctx.cluster.document, **plain, "settings": asdict(ctx.settings)}))
+    plain = {k: v for k, v in _fields(ctx).items() if k not in _NOT_MODEL}
+    data = thawed({"cluster": ctx.cluster.document, **plain, "settings": _fields(ctx.settings)})
     if ctx.cluster.holds_secret():
         data["cluster"]["controller"]["join"]["token"] = REDACTED
     secrets = ctx.secrets

@@ -25,6 +25,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model impor
     RunContext,
     fingerprint,
     from_model,
+    thawed,
 )
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run import vault_values
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import CLUSTER_VARS, RUN_VARS, WORKERS_GROUP
@@ -90,5 +91,5 @@ def fields(ctx: RunContext, with_model: bool = True) -> dict[str, Any]:
     """What a step adds to its result: its trace, and the model when it built one for the later steps."""
     out: dict[str, Any] = {TRACE_KEY: dict(ctx.trace)}
     if with_model and ctx.handoff is not None:
-        out[RESULT_KEY] = ctx.handoff
+        out[RESULT_KEY] = thawed(ctx.handoff)
     return out

@@ -59,8 +59,13 @@ def test_a_sigterm_stops_the_command_group_and_is_handed_back(tmp_path):
 
 
 def test_an_interrupted_remote_launch_closes_stdin_and_lets_the_far_side_stop(tmp_path):
-    interrupt_after(0.3)
-    outcome, _log = run("read line; echo got $line; cat >/dev/null; echo closed", tmp_path, stdin_data=b"env\n")
+    # The interrupt once the far side has read its stdin (a fixed delay lost that race on a loaded machine).
+    def interrupt_once_read(line: str) -> None:
+        if "got env" in line:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    outcome, _log = run("read line; echo got $line; cat >/dev/null; echo closed", tmp_path, stdin_data=b"env\n",
+                        on_line=interrupt_once_read)
     assert outcome.interrupted == signal.SIGTERM
     assert outcome.stop_note == "the launch host stopped its session when stdin closed" and outcome.rc == 0
 

@@ -240,7 +240,7 @@ def test_gang_phases_refuse_a_limited_play(phases):
 @pytest.mark.parametrize("phases", [["preflight"], ["teardown"]])
 def test_preflight_and_teardown_honour_a_limit(phases):
     ctx = build_context(task_vars(ansible_play_hosts_all=["gpu-b"]), None, phases)
-    assert ctx.play_hosts == ["gpu-b"]
+    assert ctx.play_hosts == ("gpu-b",)
     assert [w.host for w in ctx.cluster.workers if ctx.in_play(w.host)] == ["gpu-b"]
 
 
@@ -295,7 +295,7 @@ def test_a_play_on_another_host_speaks_for_every_worker():
     # e.g. a runbook play on localhost calling flodl.cluster.topology: no limit can be told there.
     ctx = build_context(task_vars(ansible_play_hosts_all=["localhost"], inventory_hostname="localhost"), None,
                         ["prebuild"])
-    assert ctx.play_hosts == ["gpu-c", "ctl-box", "gpu-b"]
+    assert ctx.play_hosts == ("gpu-c", "ctl-box", "gpu-b")
 
 
 # ------------------------------------------------------------------ the roles' argument specs, in one pass

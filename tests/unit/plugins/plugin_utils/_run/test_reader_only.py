@@ -17,8 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Cluster
-from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import Run
+import pytest
+
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Cluster, cluster_model
+from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import Run, RunSettings
 
 PLUGINS = Path(__file__).resolve().parents[5] / "plugins"
 
@@ -188,3 +190,37 @@ def test_the_run_is_fully_typed() -> None:
     assert _untyped(Run, "Run", set()) == []
     assert typing.get_type_hints(Run)["cluster"] is Cluster
     assert _untyped(dict[str, Any], "x", set()) == ["x"] and _untyped(Mapping, "m", set()) == ["m"]  # it does catch
+
+
+def _mutable(hint: Any, where: str, seen: set[type]) -> list[str]:
+    """Where ``hint`` lets a step change the run in place: a list, dict or set (tuples and Mappings are read-only)."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if hint in seen:
+            return []
+        seen.add(hint)
+        hints = typing.get_type_hints(hint)
+        return [bad for f in dataclasses.fields(hint) for bad in _mutable(hints[f.name], f"{where}.{f.name}", seen)]
+    if typing.get_origin(hint) in (list, dict, set) or hint in (list, dict, set):
+        return [where]
+    return [bad for arg in typing.get_args(hint) if arg is not Ellipsis for bad in _mutable(arg, where, seen)]
+
+
+def test_the_run_is_read_only_all_the_way_down() -> None:
+    """Issue 36: no step can change the run for the next one, not even a list or a map inside it."""
+    assert _mutable(Run, "Run", set()) == []
+    assert _mutable(dict[str, int], "x", set()) == ["x"] and _mutable(tuple[list[int], ...], "t", set()) == ["t"]
+    cluster = cluster_model({"controller": {"host": "10.0.0.1", "path": "/p"},
+                             "workers": [{"host": "gpu-b", "path": "/p", "local_devices": [0]}]})
+    # Built from lists and dicts, as the reader and the handoff build it: kept as read-only copies.
+    run = Run(cluster=cluster, controller_identity="c", prebuild=False, net_timeout_scale=None, cmd=None, cmd_dir="",
+              fdl_env=None, build_host="c", launch_command=None, play_hosts=["gpu-b"], inventory_names={"gpu-b": "b"},
+              ansible_only={}, warnings=["w"], settings=RunSettings(prebuild_env={"K": "v"}),
+              trace={"source": "built"}, vaulted={"p": "c"}, handoff={"context": {"play_hosts": ["gpu-b"]}})
+    for change in (lambda: run.inventory_names.__setitem__("x", "y"), lambda: run.settings.prebuild_env.pop("K"),
+                   lambda: run.vaulted.clear(), lambda: run.trace.update(x=1),
+                   lambda: run.handoff["context"]["play_hosts"].append("x")):
+        with pytest.raises((TypeError, AttributeError)):
+            change()
+    assert run.play_hosts == ("gpu-b",) and run.warnings == ("w",)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.play_hosts = ()  # type: ignore[misc]
