@@ -25,3 +25,18 @@ def always_quote(token: str) -> str:
 def join_posix(tokens: list[str]) -> str:
     """A command line whose every token is quoted with :func:`posix_quote`."""
     return " ".join(posix_quote(t) for t in tokens)
+
+
+def live_member_function(name: str) -> str:
+    """POSIX sh defining ``name``: ``name -g <pgid>`` or ``name -s <sid>`` succeeds while a member of that
+    process group or session is running. A zombie is no member: where nothing reaps orphans (a container
+    without an init, some hosts' PID 1), an ended member stays one, and ``kill -0`` would wait out every grace.
+    Without ``pgrep`` it falls back to ``kill -0`` on the group (``-g``), and finds no session member (``-s``: with
+    no pgrep there is no pkill either, which preflight reports)."""
+    return (
+        f"{name}() {{ if ! command -v pgrep >/dev/null 2>&1; then "
+        "if [ \"$1\" = -g ]; then kill -0 -\"$2\" 2>/dev/null; return; fi; return 1; fi; "
+        "for __m in $(pgrep \"$1\" \"$2\" 2>/dev/null); do "
+        "case $(sed 's/.*) //' \"/proc/$__m/stat\" 2>/dev/null | cut -c1) in ''|Z) ;; *) return 0;; esac; "
+        "done; return 1; }"
+    )

@@ -27,7 +27,7 @@ from typing import Any
 from dataclasses import asdict, dataclass
 
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import END_MARK
-from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
+from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote, live_member_function
 
 FORMAT = "flodl-detached/1"
 RUNS_DIR_REL = "target/cluster/runs"
@@ -209,8 +209,9 @@ def stop_script(run: DetachedRun, grace: float) -> str:
     pgid = _signallable(run.pid)
     return (
         f"{proof_part(run)}; "
+        f"{live_member_function('__flodl_live')}; "
         f"if [ \"$__flodl_pf\" = ok ]; then kill -TERM -{pgid} 2>/dev/null; "
-        f"i=0; while kill -0 -{pgid} 2>/dev/null && [ $i -lt {max(1, int(grace)) * 10} ]; do sleep 0.1; i=$((i+1)); done; "
+        f"i=0; while __flodl_live -g {pgid} && [ $i -lt {max(1, int(grace)) * 10} ]; do sleep 0.1; i=$((i+1)); done; "
         f"kill -KILL -{pgid} 2>/dev/null; echo {ALIVE_MARK}=stopped; else echo {ALIVE_MARK}=0; fi; "
         f"echo {EXIT_MARK}=$(head -c 16 {always_quote(exit_file(run.log))} 2>/dev/null)"
     )

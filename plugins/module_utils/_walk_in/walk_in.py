@@ -30,6 +30,7 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.cluster_json import ordered_cluster
 from ansible_collections.flodl.cluster.plugins.module_utils._core.hexcodec import hex_encode
+from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import live_member_function
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import END_MARK, env_payload
 from ansible_collections.flodl.cluster.plugins.module_utils._core.serde_json_text import serde_compact, serde_pretty
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
@@ -189,11 +190,9 @@ def collect_script(pid: int, log: str, lines: int) -> str:
     return "; ".join([
         f'__log="{log}"',
         # The whole session: timeout puts the agent in a process group of its own, inside it. Zombies do not
-        # count: where nothing reaps orphans (a container without an init), the ended session's shell stays one,
-        # and a second's grace per worker would add up over a cluster's collects.
-        f"__live=; for __p in $(pgrep -s {int(pid)} 2>/dev/null); do "
-        "case $(sed 's/.*) //' \"/proc/$__p/stat\" 2>/dev/null | cut -c1) in ''|Z) ;; *) __live=1;; esac; done",
-        f'if [ -n "$__live" ]; then pkill -TERM -s {int(pid)} 2>/dev/null; '
+        # count (live_member_function): a second's grace per worker would add up over a cluster's collects.
+        live_member_function("__flodl_live"),
+        f"if __flodl_live -s {int(pid)}; then pkill -TERM -s {int(pid)} 2>/dev/null; "
         f"sleep 1; pkill -KILL -s {int(pid)} 2>/dev/null; fi",
         f'echo {AGENT_EXIT_MARK}=$(head -c 8 "$__log.exit" 2>/dev/null)',
         f'tail -n {max(1, int(lines))} "$__log" 2>/dev/null',

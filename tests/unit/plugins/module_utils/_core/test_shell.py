@@ -1,11 +1,15 @@
 """posix_quote (fdl-cli) and always_quote (launcher), docs/launcher-contract.md §6."""
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
+import time
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._core import shell
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote, join_posix, posix_quote
 
 
@@ -85,3 +89,31 @@ def test_both_rules_survive_a_real_shell(token):
         assert shlex.split(quote(token)) == [token]
         out = subprocess.run(["sh", "-c", "printf %s " + quote(token)], capture_output=True, text=True, check=True)
         assert out.stdout == token
+
+
+def _live(args: str, path: str | None = None) -> bool:
+    env = {**os.environ, **({"PATH": path} if path is not None else {})}
+    script = f"{shell.live_member_function('__live')}; __live {args}"
+    return subprocess.run(["/bin/sh", "-c", script], env=env, check=False, timeout=10).returncode == 0
+
+
+def test_a_group_or_session_is_live_while_a_member_runs_and_a_zombie_is_none(tmp_path):
+    running = subprocess.Popen(["/bin/sleep", "30"], start_new_session=True)
+    ended = subprocess.Popen(["/bin/sh", "-c", "exit 0"], start_new_session=True)  # never waited for: a zombie
+    try:
+        deadline = time.monotonic() + 10
+        while open(f"/proc/{ended.pid}/stat", encoding="ascii").read().rsplit(") ", 1)[1][0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert _live(f"-g {running.pid}") and _live(f"-s {running.pid}")
+        assert not _live(f"-g {ended.pid}") and not _live(f"-s {ended.pid}")
+        # Without pgrep: kill -0 for a group (a zombie then still counts), no session member.
+        bare = tmp_path / "bin"
+        bare.mkdir()
+        for tool in ("sed", "cut"):
+            (bare / tool).symlink_to(shutil.which(tool))
+        assert _live(f"-g {ended.pid}", str(bare)) and not _live(f"-s {running.pid}", str(bare))
+    finally:
+        running.kill()
+        running.wait()
+        ended.wait()

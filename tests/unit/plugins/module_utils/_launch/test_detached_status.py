@@ -78,6 +78,26 @@ def test_a_stopped_run_records_no_code_and_fails(tmp_path):
     assert (verdict.state, verdict.rc, verdict.failed) == ("stopped", None, True)
 
 
+def test_the_stop_does_not_wait_out_its_grace_for_an_unreaped_launcher(tmp_path):
+    """A launcher that ends at its TERM but is never reaped (a container's PID 1 that never reaps): a zombie is
+    no member of the group, so the stop returns at once instead of after the grace (kill -0 still finds it)."""
+    log = str(tmp_path / f"launch-x-{RID}.log")
+    # A session leader whose command line holds the run's exit file, as the recording wrapper's does.
+    leader = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & wait", "sh", dt.exit_file(log)], start_new_session=True)
+    try:
+        start = Path(f"/proc/{leader.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+        run = dt.new_record(RID, "localhost", leader.pid, log, "sleep 30", start)
+        began = time.monotonic()
+        stop = subprocess.run(["/bin/sh", "-c", dt.stop_script(run, 5)], capture_output=True, text=True,
+                              timeout=20, check=False)
+        took = time.monotonic() - began
+        state = Path(f"/proc/{leader.pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    finally:
+        leader.wait(timeout=10)
+    assert dt.parse_proof(stop.stdout) == "ok" and dt.parse_status(stop.stdout)[0] == "stopped"
+    assert state == "Z" and took < 3.5, (state, took)
+
+
 def test_an_unreaped_launcher_counts_as_ended(tmp_path):
     """A container whose PID 1 never reaps: the ended launcher stays a zombie, which kill -0 still finds."""
     zombie = subprocess.Popen(["/bin/sh", "-c", "exit 0"])  # our child: a zombie until we wait for it
