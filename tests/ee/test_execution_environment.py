@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_policy import need
+from play_output import runner_hosts
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 DEMO = REPO_ROOT / "examples" / "demo"
@@ -112,11 +113,6 @@ def _private_data_dir(tmp_path: Path, cluster, project: Path, shared: Path, tool
     return pdd
 
 
-def _results(r, event: str, task: str) -> set[str]:
-    return {e["event_data"]["host"] for e in r.events
-            if e.get("event") == event and e["event_data"].get("task") == task}
-
-
 def _demo_on_hosts(shared: Path, cluster_factory):
     """The demo project on the shared mount, the build toolchain beside it, and the namespace workers."""
     project = shared / "proj"
@@ -147,7 +143,7 @@ def test_cluster_train_job_in_the_ee_image(ee_image, netns_cluster_factory, netn
     # The events AWX shows: every worker passed preflight, then its build and launch (cluster_train reports a
     # worker's build with its launch, one task per worker); nothing failed.
     for task in ("Preflight | Result of this worker", "Launch | Result of this worker"):
-        assert _results(r, "runner_on_ok", task) == set(WORKERS), task
+        assert runner_hosts(r, "runner_on_ok", task) == set(WORKERS), task
     launch_reports = [e["event_data"]["res"] for e in r.events if e.get("event") == "runner_on_ok"
                       and e["event_data"].get("task") == "Launch | Result of this worker"]
     assert len(launch_reports) == len(WORKERS) and all("prebuild" in res for res in launch_reports), launch_reports

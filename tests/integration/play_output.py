@@ -67,3 +67,10 @@ def task_results(stdout: str, task: str) -> dict[str, str]:
                     out.setdefault(m.group(2).split(" -> ")[0], m.group(1))
             return out
     raise AssertionError(f"no task {task!r} in the output")
+
+
+def runner_hosts(runner: Any, event: str, task: str) -> set[str]:
+    """The hosts of ansible-runner's ``event`` (``runner_on_ok``, ``runner_on_failed``...) for the task named
+    ``task``: what AWX turns into each host's job events."""
+    return {e["event_data"]["host"] for e in runner.events
+            if e.get("event") == event and e["event_data"].get("task") == task}

@@ -27,6 +27,7 @@ import pytest
 from awx_job_dir import job_dir
 from conftest import REPO_ROOT, Collection, need
 from netns_cluster import Cluster, HostSpec
+from play_output import runner_hosts
 
 DEMO = REPO_ROOT / "examples" / "demo"
 WORKERS = ("h1", "h2", "h3")
@@ -110,13 +111,6 @@ def _run(pdd: Path, **kwargs):
     r = ansible_runner.run(private_data_dir=str(pdd), playbook="train.yml", quiet=True, **kwargs)
     print(f"status={r.status} rc={r.rc}\n--- stdout\n{r.stdout.read()}")  # shown when the test fails
     return r
-
-
-def _host_results(r, event: str, task_name: str) -> set[str]:
-    return {
-        e["event_data"]["host"] for e in r.events
-        if e.get("event") == event and e["event_data"].get("task") == task_name
-    }
 
 
 def _artifacts(r) -> dict[str, Any]:
@@ -205,8 +199,8 @@ def test_success_events_and_launch_artifact(ctx):
     assert r.rc == 0
     # Each worker's preflight, then its build and launch in one report (cluster_train has no prebuild report).
     for task in ("Preflight | Result of this worker", "Launch | Result of this worker"):
-        assert _host_results(r, "runner_on_ok", task) == set(WORKERS), task
-        assert _host_results(r, "runner_on_failed", task) == set()
+        assert runner_hosts(r, "runner_on_ok", task) == set(WORKERS), task
+        assert runner_hosts(r, "runner_on_failed", task) == set()
     assert not [e for e in r.events if "Prebuild | Result of this worker" in str(e.get("event_data", {}).get("task"))]
     assert not [e for e in r.events if e.get("event") in ("runner_on_failed", "runner_on_unreachable")]
     stats = r.stats
@@ -239,10 +233,10 @@ def test_walk_in_through_runner_charges_the_failing_worker_alone(ctx):
                             cluster_env={"FLODL_DEMO_FAIL_HOST": "h2:3"})
     r = _run(pdd)
     assert r.status == "failed" and r.rc != 0, (r.status, r.rc)
-    assert _host_results(r, "runner_on_ok", "Launch | Start this worker's walk-in agent") == set(WORKERS)
+    assert runner_hosts(r, "runner_on_ok", "Launch | Start this worker's walk-in agent") == set(WORKERS)
     task = "Launch | Result of this worker"
-    assert _host_results(r, "runner_on_failed", task) == {"h2"}
-    assert _host_results(r, "runner_on_ok", task) == {"h1", "h3"}
+    assert runner_hosts(r, "runner_on_failed", task) == {"h2"}
+    assert runner_hosts(r, "runner_on_ok", task) == {"h1", "h3"}
     assert set(r.stats["failures"]) == {"h2"}, r.stats
     assert not r.stats["dark"], r.stats
     failed = [e for e in r.events if e.get("event") == "runner_on_failed" and e["event_data"]["task"] == task]
@@ -264,8 +258,8 @@ def test_one_worker_fails_preflight(ctx):
     assert r.status == "failed", r.status
     assert r.rc != 0
     task = "Preflight | Result of this worker"
-    assert _host_results(r, "runner_on_failed", task) == {"h2"}
-    assert _host_results(r, "runner_on_ok", task) == {"h1", "h3"}
+    assert runner_hosts(r, "runner_on_failed", task) == {"h2"}
+    assert runner_hosts(r, "runner_on_ok", task) == {"h1", "h3"}
     failed = [e for e in r.events if e.get("event") == "runner_on_failed" and e["event_data"]["task"] == task]
     msg = json.dumps(failed[0]["event_data"]["res"])
     assert "declared data path" in msg and str(gone) in msg, msg
