@@ -217,7 +217,7 @@ def test_the_run_is_read_only_all_the_way_down() -> None:
               ansible_only={}, warnings=["w"], settings=RunSettings(prebuild_env={"K": "v"}),
               trace={"source": "built"}, vaulted={"p": "c"}, handoff={"context": {"play_hosts": ["gpu-b"]}})
     for change in (lambda: run.inventory_names.__setitem__("x", "y"), lambda: run.settings.prebuild_env.pop("K"),
-                   lambda: run.vaulted.clear(), lambda: run.trace.update(x=1),
+                   lambda: run.vaulted.setdefault("x", "y"), lambda: run.trace.update(x=1),
                    lambda: run.handoff["context"]["play_hosts"].append("x")):
         with pytest.raises((TypeError, AttributeError)):
             change()
