@@ -115,7 +115,7 @@ class ActionModule(ActionBase):
         host_user = controller_user(os.environ, effective_user)
         if remote is not None:
             try:
-                host_user = launch_ssh(self, task_vars, remote).get("user") or host_user
+                host_user = launch_ssh(self, task_vars, remote, ctx.settings.launch_forward_agent).get("user") or host_user
             except RemoteLaunchError as exc:
                 raise _Refused([f"controller: {exc}"])
         facts = launch_host_facts(preflight, remote)
@@ -164,7 +164,8 @@ class ActionModule(ActionBase):
         result.update(fields, changed=bool(changed), controller_identity=ctx.controller_identity,
                       launch_warnings=warnings, ssh_control_dir=reuse_dir,
                       gpu_counts={h: c.as_dict() for h, c in counts.items()},
-                      launch_mode=args["launch_mode"], walk_in=walk_in,
+                      launch_mode=args["launch_mode"], walk_in=walk_in, project_dir=ctx.project_dir,
+                      forward_agent=ctx.settings.launch_forward_agent,
                       **run_handoff.fields(ctx))
         if ctx.vaulted:  # for run_launcher, which withholds them from the launch's output and log
             result[vault_values.CIPHERTEXTS_KEY] = vault_values.ciphertexts()

@@ -55,7 +55,8 @@ class ActionModule(ActionBase):
             return fail_result(result, [f"controller: {refused}"], "the run record was refused")
         deadline = time.monotonic() + max(0.0, args["wait_seconds"])
         while True:
-            launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run, args["lines"]))
+            launcher = run_on(self, task_vars, run.launch_host, dt.status_script(run, args["lines"]),
+                              forward_agent=ctx.settings.launch_forward_agent)
             alive, tail = dt.parse_status(launcher.stdout) if launcher.ok else (None, [])
             verdict = dt.run_state(alive, dt.parse_exit(launcher.stdout), launcher.error or "no answer",
                                    dt.parse_proof(launcher.stdout) if launcher.ok else None)

@@ -67,9 +67,26 @@ options:
       - On another host the added variables travel on ssh's stdin (never in argv), O(chdir) is a directory on
         that host, output streams back live, and closing the session (a cancel) makes that host stop the
         command's whole session (TERM, then KILL after O(grace_seconds)).
-      - C(flodl_launch_forward_agent=true) forwards the job's ssh-agent there.
+      - O(forward_agent) forwards the job's ssh-agent there.
     type: str
     default: localhost
+  forward_agent:
+    description:
+      - Forward the job's ssh-agent to O(launch_host) (the launcher there then reaches the workers with the job's
+        own key, an AWX machine credential for example).
+      - With O(prepared_var), the prepared launch's own value applies (C(flodl_launch_forward_agent) as the run
+        read it); the two are mutually exclusive.
+    type: bool
+    default: false
+    version_added: "0.2.0"
+  project_dir:
+    description:
+      - For O(detach), the project directory whose C(target/cluster/runs/) records the detached run, so that
+        M(flodl.cluster.status) and teardown find it. When unset, O(chdir).
+      - With O(prepared_var), the run's project directory (C(flodl_project_dir), else the controller's path); the
+        two are mutually exclusive.
+    type: path
+    version_added: "0.2.0"
   timeout:
     description:
       - Seconds the command may run before it is stopped as an interrupt would stop it, and the task fails
@@ -99,7 +116,7 @@ options:
   detach:
     description:
       - Start the command detached on the launch host (its own session, output appended to a log under
-        O(log_dir)), record it under C(<flodl_project_dir>/target/cluster/runs/<run id>.json) and return at once
+        O(log_dir)), record it under C(<project dir>/target/cluster/runs/<run id>.json) (O(project_dir)) and return at once
         with the run id, pid and log path. The run lock is not held by a detached run, but the preflight probe of a
         later run still finds its ranks on the workers.
     type: bool

@@ -29,5 +29,7 @@ def prepared_args(args: Mapping[str, Any], name: str, prepared: Any) -> tuple[di
     if not prepared.get("command") or not prepared.get("cwd"):
         return filled, (f"flodl launch: `{name}` is not a result of flodl.cluster.launch_env (it has no command or "
                         "cwd); register that task's result under this name")
-    filled.update(command=str(prepared["command"]), chdir=str(prepared["cwd"]), env=prepared.get("env") or {})
+    # How the launch host is reached and where a detached run is recorded: as the run's reader read them.
+    filled.update(command=str(prepared["command"]), chdir=str(prepared["cwd"]), env=prepared.get("env") or {},
+                  forward_agent=prepared.get("forward_agent") is True, project_dir=prepared.get("project_dir") or None)
     return filled, None

@@ -96,10 +96,13 @@ RUN_LAUNCHER: dict[str, Any] = {
         "output_batch_seconds": {"type": "float", "default": 2.0},
         "walk_in_stage": {"type": "str", "choices": ["open", "follow"]},
         "window_var": {"type": "str", "default": "flodl_launch_window"},
+        "forward_agent": {"type": "bool", "default": False},
+        "project_dir": {"type": "path"},
     },
     "required_one_of": [["command", "prepared_var"]],
     "required_together": [["command", "chdir"]],
-    "mutually_exclusive": [["command", "prepared_var"], ["chdir", "prepared_var"], ["env", "prepared_var"]],
+    "mutually_exclusive": [["command", "prepared_var"], ["chdir", "prepared_var"], ["env", "prepared_var"],
+                           ["forward_agent", "prepared_var"], ["project_dir", "prepared_var"]],
 }
 
 # flodl.cluster.walk_in_agent

@@ -88,7 +88,7 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
     host = launch_host_of(ctx, task_vars, action._templar)
     if host is None:
         return None
-    ssh = launch_ssh(action, task_vars, host)
+    ssh = launch_ssh(action, task_vars, host, ctx.settings.launch_forward_agent)
     argvs = {
         w.host: launcher_argv(w.document, "true", project_root=ctx.project_dir, connect_timeout=ctx.connect_timeout)
         for w in ctx.remotes

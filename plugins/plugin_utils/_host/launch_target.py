@@ -25,7 +25,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import 
     as_bool,
     is_local_host,
     ssh_block_of,
-    var,
 )
 
 
@@ -68,7 +67,7 @@ def remote_launch_argv(
 
     ``cleanup_plan`` (module_utils._ssh.remote_cleanup) travels on stdin after the environment.
     """
-    ssh = launch_ssh(action, task_vars, host)
+    ssh = launch_ssh(action, task_vars, host, bool(args["forward_agent"]))
     script = wrapper_script(cwd, command, float(args["grace_seconds"]), args["shell"], plan=cleanup_plan is not None)
     stdin = env_payload({str(k): str(v) for k, v in added.items()})
     if cleanup_plan is not None:
@@ -82,12 +81,13 @@ def launch_host_of(ctx: RunContext, task_vars: Mapping[str, Any], templar: Any) 
     return None if is_local_host(name, task_vars, templar) else name
 
 
-def launch_ssh(action: Any, task_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
-    """The ssh block for the launch host, with the job's agent forwarded when asked."""
+def launch_ssh(action: Any, task_vars: Mapping[str, Any], host: str, forward_agent: bool) -> dict[str, Any]:
+    """The ssh block for the launch host, with the job's agent forwarded when asked (``flodl_launch_forward_agent``,
+    as the run's reader read it: ``RunSettings.launch_forward_agent``, or the launch launch_env prepared)."""
     if host not in (task_vars.get("hostvars") or {}):
         raise RemoteLaunchError(f"flodl_launch_host {host!r} is not an inventory host; add it (and how to reach it)")
     ssh = dict(ssh_block_of(action, task_vars, host))
-    if as_bool(var(task_vars, action._templar, "flodl_launch_forward_agent", False)):
+    if forward_agent:
         # The launcher there reaches the workers with the job's own key (AWX machine credential, ssh-agent).
         ssh["options"] = [*ssh.get("options", []), "ForwardAgent=yes"]
     return ssh

@@ -25,13 +25,14 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target 
 from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import SshResult, run_one
 
 
-def run_on(action: Any, task_vars: Mapping[str, Any], host: str, script: str, stdin: bytes | None = None,
-           timeout: float = 30.0) -> SshResult:
-    """Run a short POSIX sh script on the launch host: here, or over ssh as Ansible reaches it."""
+def run_on(action: Any, task_vars: Mapping[str, Any], host: str, script: str, *, forward_agent: bool,
+           stdin: bytes | None = None, timeout: float = 30.0) -> SshResult:
+    """Run a short POSIX sh script on the launch host: here, or over ssh as Ansible reaches it (the job's agent
+    forwarded with ``forward_agent``)."""
     if is_local_host(host, task_vars, action._templar):
         argv = ["/bin/sh", "-c", script]
     else:
-        argv = probe_argv({"host": host, "ssh": launch_ssh(action, task_vars, host)}, script)
+        argv = probe_argv({"host": host, "ssh": launch_ssh(action, task_vars, host, forward_agent)}, script)
     if stdin is None:
         return run_one(host, argv, timeout)
     try:
@@ -112,15 +113,14 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
         result.update(failed=True, msg=f"flodl launch on {host}: {exc}")
         return result
     res = run_on(action, task_vars, host, dt.detach_script(args["chdir"], args["command"], log, args["shell"]),
-                 stdin=payload)
+                 forward_agent=bool(args["forward_agent"]), stdin=payload)
     pid = dt.parse_pid(res.stdout) if res.ok else None
     if pid is None:
         why = res.error or (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1][:300]
         result.update(failed=True, msg=f"flodl launch: could not start the detached run on {host}: {why}")
         return result
     run = dt.new_record(run_id, host, pid, log, args["command"], dt.parse_start(res.stdout))
-    project_dir = task_vars.get("flodl_project_dir") or task_vars.get("flodl_controller_path") or args["chdir"]
-    record = write_record(str(action._templar.template(project_dir)), run)
+    record = write_record(str(args["project_dir"] or args["chdir"]), run)
     result.update(changed=True, detached=True, run_id=run_id, pid=pid, log_file=log, launch_host=host,
                   record=record,
                   msg=f"flodl launch: detached run {run_id} started on {host} (pid {pid}); follow it with "
@@ -130,8 +130,8 @@ def start_detached(action: Any, task_vars: Mapping[str, Any], result: dict[str, 
     return result
 
 
-def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str,
-                  grace: float = 10.0) -> tuple[list[str], list[str]]:
+def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str, grace: float = 10.0, *,
+                  forward_agent: bool) -> tuple[list[str], list[str]]:
     """Stop every recorded detached run whose launcher the launch host proves live and its own.
 
     One script per launch host for all its records. (what was stopped, problems): a record that does not
@@ -149,7 +149,7 @@ def stop_detached(action: Any, task_vars: Mapping[str, Any], project_dir: str,
     stopped: list[str] = []
     for host, host_runs in by_host.items():
         script = "; ".join(f"echo {RUN_MARK}={r.run_id}; {dt.stop_script(r, grace)}" for r in host_runs)
-        res = run_on(action, task_vars, host, script, timeout=grace * len(host_runs) + 30)
+        res = run_on(action, task_vars, host, script, forward_agent=forward_agent, timeout=grace * len(host_runs) + 30)
         answers = _per_run(res.stdout) if res.ok else {}
         for run in host_runs:
             done, problem = _judge_stop(run, answers.get(run.run_id), res.error or f"exit {res.returncode}")

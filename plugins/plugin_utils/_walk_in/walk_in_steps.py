@@ -52,7 +52,7 @@ def remote_launcher(action: Any, task_vars: Mapping[str, Any], host: str,
     the remote wrapper (the one a fan-out uses), and how to run the window check there."""
     argv, payload = remote_launch_argv(action, task_vars, host, args["chdir"], args["command"], args["env"] or {},
                                        args)
-    ssh = launch_ssh(action, task_vars, host)
+    ssh = launch_ssh(action, task_vars, host, bool(args["forward_agent"]))
     return walk_in_io.RemoteLauncher(host, argv, payload,
                                      lambda script: probe_argv({"host": host, "ssh": ssh}, script))
 

@@ -36,7 +36,7 @@ def gone(pid: int) -> None:
 
 def start(loaded: Any, tmp_path: Path, command: str, **over: Any) -> dict[str, Any]:
     args = {"launch_host": "localhost", "env": {"FLODL_X": "one"}, "chdir": str(tmp_path), "command": command,
-            "shell": "/bin/sh"}
+            "shell": "/bin/sh", "forward_agent": False, "project_dir": None}
     args.update(over)
     return detached_io.start_detached(make_action(ACTION, loaded), loaded.task_vars, {}, args, str(tmp_path / "logs"))
 
@@ -76,13 +76,14 @@ def test_a_running_run_is_reported_then_stopped_by_its_session(case, run, tmp_pa
     assert status["per_host"] == {}
 
     action = make_action(ACTION, loaded)
-    stopped = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1)
+    stopped = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1, forward_agent=False)
     assert stopped == ([f"stopped the launcher of detached run {started['run_id']} on localhost (pid {started['pid']})"],
                        [])
     gone(started["pid"])
     after = run(loaded)
     assert after["state"] == "stopped" and after["failed"] is True and after["launcher"] == "ended"
-    assert detached_io.stop_detached(action, loaded.task_vars, str(tmp_path)) == ([], [])  # nothing left to stop
+    # Nothing left to stop.
+    assert detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), forward_agent=False) == ([], [])
 
 
 def test_a_run_that_exits_non_zero_fails_status_with_its_code(case, run, tmp_path, monkeypatch, stop_later):
@@ -150,7 +151,8 @@ def test_a_record_whose_pid_is_not_its_launcher_is_reported_and_left_alone(case,
     status = run(loaded)
     assert (status["state"], status["launcher"], status["failed"]) == ("unproven", "not this run's", True)
     action = make_action(ACTION, loaded)
-    stopped, problems = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1)
+    stopped, problems = detached_io.stop_detached(action, loaded.task_vars, str(tmp_path), grace=1,
+                                                  forward_agent=False)
     assert stopped == [] and len(problems) == 1 and f"(pid {other.pid}): the process at the record's pid" in problems[0]
     assert other.poll() is None and os.path.exists(f"/proc/{started['pid']}")  # neither was signalled
 
@@ -163,7 +165,8 @@ def test_a_record_naming_a_host_outside_the_inventory_is_refused_before_contact(
                                                                  '"launch_host": "nowhere"'), encoding="utf-8")
     status = run(loaded)
     assert status["failed"] is True and "names launch host 'nowhere'" in status["problems"][0]
-    stopped, problems = detached_io.stop_detached(make_action(ACTION, loaded), loaded.task_vars, str(tmp_path))
+    stopped, problems = detached_io.stop_detached(make_action(ACTION, loaded), loaded.task_vars, str(tmp_path),
+                                                  forward_agent=False)
     assert stopped == [] and "neither this machine nor an inventory host" in problems[0]
 
 

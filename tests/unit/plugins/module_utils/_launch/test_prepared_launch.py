@@ -14,7 +14,16 @@ def test_the_launch_comes_from_the_prepared_result_as_registered():
     args, refused = prepared_args(ARGS, "flodl_launch_env", PREPARED)
     assert refused is None
     assert args == {**ARGS, "command": PREPARED["command"], "chdir": "/srv/proj", "env": PREPARED["env"],
-                    "log_dir": PREPARED["log_dir"], "ssh_control_dir": PREPARED["ssh_control_dir"]}
+                    "log_dir": PREPARED["log_dir"], "ssh_control_dir": PREPARED["ssh_control_dir"],
+                    "forward_agent": False, "project_dir": None}
+
+
+def test_the_launch_host_reach_and_the_record_dir_come_from_the_prepared_run():
+    """flodl_launch_forward_agent and the project dir as the run's reader read them: run_launcher reads no variable."""
+    args, refused = prepared_args(ARGS, "flodl_launch_env", {**PREPARED, "forward_agent": True, "project_dir": "/p"})
+    assert refused is None and args["forward_agent"] is True and args["project_dir"] == "/p"
+    args, _refused = prepared_args(ARGS, "flodl_launch_env", {**PREPARED, "forward_agent": "yes"})
+    assert args["forward_agent"] is False  # only the step's own boolean counts
 
 
 def test_explicit_directories_win_over_the_prepared_ones():

@@ -49,11 +49,6 @@ ALLOWED = {
     ("action/launch_env.py", "flodl_prebuild_run"),
     ("action/orphan_cleanup.py", "flodl_prebuild_run"),
     ("plugin_utils/_launch/orphans.py", "flodl_prebuild_run"),
-    # run_launcher has no run context (it starts what launch_env prepared): the detached start and the
-    # launch host's ssh read these where they run.
-    ("plugin_utils/_launch/detached_io.py", "flodl_project_dir"),
-    ("plugin_utils/_launch/detached_io.py", "flodl_controller_path"),
-    ("plugin_utils/_host/launch_target.py", "flodl_launch_forward_agent"),
 }
 
 _SOURCE = re.compile(r"task_vars|hostvars|host_vars")

@@ -42,7 +42,8 @@ def _args(tmp_path, code: int, hold: float = 30.0, command: str | None = None) -
     cmd = command or f"{sys.executable} launcher.py {port} {code} {hold}"
     args = {"command": cmd, "chdir": str(tmp_path), "env": {"FLODL_X": "1"}, "shell": "/bin/sh",
             "grace_seconds": 1.0, "timeout": 0.0, "output_batch_seconds": 0.0, "launch_host": "localhost",
-            "prepared_var": "flodl_launch_env", "window_var": "flodl_launch_window"}
+            "prepared_var": "flodl_launch_env", "window_var": "flodl_launch_window", "forward_agent": False,
+            "project_dir": None}
     window = {"run_id": "0123456789abcdef", "host": "127.0.0.1", "port": port, "open_timeout": 10.0, "join_timeout": 30.0,
               "agents": {"h1": {"host": "h1"}, "h2": {"host": "h2"}}}
     return args, window
@@ -233,8 +234,8 @@ def test_the_open_stage_runs_the_launcher_on_the_launch_host_with_the_fanouts_ss
 
     args, window = _args(tmp_path, 0)
     ssh = {"user": "me", "port": 2222}
-    monkeypatch.setattr(launch_target, "launch_ssh", lambda _a, _t, _h: ssh)
-    monkeypatch.setattr(walk_in_steps, "launch_ssh", lambda _a, _t, _h: ssh)
+    monkeypatch.setattr(launch_target, "launch_ssh", lambda _a, _t, _h, _f: ssh)
+    monkeypatch.setattr(walk_in_steps, "launch_ssh", lambda _a, _t, _h, _f: ssh)
     remote = walk_in_steps.remote_launcher(_action(), {}, "lh", args)
     assert remote.host == "lh" and remote.payload == env_payload({"FLODL_X": "1"})
     assert remote.argv[:5] == ["ssh", "-p", "2222", "-l", "me"] and remote.argv[-2:] == [
