@@ -44,8 +44,10 @@ class ActionModule(ActionBase):
                              for h, (_w, b) in targets.items()})
             result.update(changed=False, per_host=per_host, envelope_source=source)
             return result
-        notes, records = stop_detached(self, task_vars, ctx.project_dir,
-                                           forward_agent=ctx.settings.launch_forward_agent) if args["stop_launcher"] else ([], [])
+        notes, records = ([], [])
+        if args["stop_launcher"]:
+            notes, records = stop_detached(self, task_vars, ctx.project_dir,
+                                           forward_agent=ctx.settings.launch_forward_agent)
         for note in notes:
             display.display(f"flodl teardown: {note}")
         for problem in records:
