@@ -62,7 +62,7 @@ class ActionModule(ActionBase):
 
         # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils._proc.parent_watch).
         with exit_with_parent():
-            min_free = args["min_free_gb"] if args["min_free_gb"] > 0 else None
+            min_free = ctx.settings.preflight_number("flodl_preflight_min_free_gb") or None
             build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"], min_free)
             problems = follow.start(free=bool(min_free)) if follow is not None else []
             if problems:
