@@ -8,7 +8,6 @@ only gathers the facts those functions judge.
 """
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
@@ -22,7 +21,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import j
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, is_local_host, ssh_block_of
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes, run_sh
 
 if TYPE_CHECKING:
     from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import SessionResult
@@ -43,18 +42,9 @@ class LaunchFollows(Protocol):
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
 
-def local_script(script: str) -> str:
-    """What a probe part printed when run here, with the workers' own sh (one protocol for every host)."""
-    try:
-        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout
-
-
 def local_arch() -> str:
     """This machine's CPU arch, read by the same part and parser as every other host's ("" when it said none)."""
-    return pf_probe.parse_probe(local_script(pf_probe.arch_script())).uname or ""
+    return pf_probe.parse_probe(run_sh(pf_probe.arch_script()).stdout).uname or ""
 
 
 def target_dirs(ctx: RunContext) -> tuple[str, ...]:
@@ -64,13 +54,9 @@ def target_dirs(ctx: RunContext) -> tuple[str, ...]:
 
 
 def local_gpu_text() -> str:
-    try:
-        proc = subprocess.run(
-            ["sh", "-c", pf_probe.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"could not run the GPU count: {exc}"
-    return proc.stdout
+    """What the GPU count printed here, or why it could not run (check_gpus says so)."""
+    ran = run_sh(pf_probe.GPU_COUNT_SCRIPT)
+    return ran.stdout if ran.error is None else f"could not run the GPU count: {ran.error}"
 
 
 def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
@@ -78,7 +64,7 @@ def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> d
     path, declared = effective_data_path(ctx.cluster.controller.data_path)
     checks = check_registry.armed(ctx.settings, DATA_PATH)
     if launch is None:
-        here = pf_probe.parse_probe(local_script(pf_probe.probe_script(path, abi=False, gpus=False, checks=checks)))
+        here = pf_probe.parse_probe(run_sh(pf_probe.probe_script(path, abi=False, gpus=False, checks=checks)).stdout)
         report = pf_verdict.controller_report(ctx.controller_identity, path, declared, bool(here.dir_ok),
                                               bool(here.read_ok), here.answers, checks)
     elif not launch.facts.complete:
@@ -155,8 +141,8 @@ def sweep(
                 f"{check_registry.unanswered(target_checks)}. Make it reachable over ssh."
             )
     elif target_checks and build_host_argv is None:
-        here = local_script(pf_probe.checks_script(target_dirs(ctx), target_checks))
-        build_answers = pf_probe.parse_probe(here).answers
+        here = run_sh(pf_probe.checks_script(target_dirs(ctx), target_checks))
+        build_answers = pf_probe.parse_probe(here.stdout).answers
 
     launch = follow.finish(timeout) if follow is not None else None
     controller = controller_report(ctx, launch)
