@@ -62,15 +62,14 @@ class ActionModule(ActionBase):
 
         # ansible-playbook killed outright: this worker and its probes end with it (plugin_utils._proc.parent_watch).
         with exit_with_parent():
-            min_free = args["min_free_gb"] if args["min_free_gb"] > 0 else None
-            build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"], min_free)
-            problems = follow.start(free=bool(min_free)) if follow is not None else []
+            build_arch, build_argv = sweep.build_host_arch(self, task_vars, ctx, args["build_arch"])
+            problems = follow.start() if follow is not None else []
             if problems:
                 return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
             # Checked with the run (module_utils._run.knobs): true, false, or unset/blank (false).
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
                                 timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
-                                require_all=ctx.settings.preflight_require_all, min_free_gb=min_free)
+                                require_all=ctx.settings.preflight_require_all)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

@@ -28,7 +28,10 @@ description:
     POSIX C(sh) probe (no Python on the hosts). The probe reports whether the data path is a directory and
     readable, whether the worker's project path (C(flodl_path)) is a directory it can enter; when
     C(flodl_prebuild) is true also C(uname -m), the first line of C(ldd --version) and whether
-    C(pkill) exists; when C(flodl_local_devices) is C(all), the NVIDIA and AMD GPU counts.
+    C(pkill) exists; when C(flodl_local_devices) is C(all), the NVIDIA and AMD GPU counts; when
+    C(flodl_preflight_min_free_gb) (a task variable) is above 0, the free space on the data path's file system
+    (the same C(df -Pk) part runs on the launch host, on this machine and for the build's target dir on the
+    build host).
   - "Policy: a missing declared data path, an unreadable data path, a missing or unenterable project path, a
     CPU arch different from the build host's, musl libc, or C(all) devices with no usable GPU are errors. A
     missing convention data path, an empty C(uname -m), an absent C(pkill) and an unreachable host or failed
@@ -65,14 +68,6 @@ options:
     description: At most this many probes at once (below the 16 per controller CPU the sweep allows itself).
     type: int
     default: 64
-  min_free_gb:
-    description:
-      - GB (GiB) that must be free on each worker's data path, the controller's data path (where the launch runs)
-        and the build's target dir on the build host (with prebuild). Less fails that worker, or the run for the
-        controller and the build host. V(0) does not check.
-      - The same script part (C(df -Pk)) runs on the workers, on the launch host and on this machine.
-    type: float
-    default: 0
 attributes:
   check_mode:
     description: Check mode prints the plan and changes nothing.

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from conftest import ansible_bin, run_ansible
+from netns_cluster import HostSpec
 from test_launch import PLAYBOOKS, TWO_VARIANTS, copy_project, project_vars, rank_processes, worker_vars
 
 RECORD = """\
@@ -281,6 +282,23 @@ def test_a_second_job_from_another_pod_is_refused_during_the_first_ones_prebuild
             time.sleep(0.2)
         print("".join(lines))
         assert not lock.exists(), "the lock outlived its job's pod"
+
+
+def test_min_free_gb_is_measured_on_the_launch_host_in_its_session(
+        installed_collection, netns_cluster_factory, netns_shared_dir, tmp_path):
+    """flodl_preflight_min_free_gb: the controller's data path is measured where the launch runs, by the launch
+    host's one session. It is a 64 MiB tmpfs that h1 alone sees; here it is absent, so a free-space finding
+    (not "missing") proves the part ran there."""
+    small = "/tmp/flodl-small"
+    cluster = netns_cluster_factory([HostSpec("h1", small_paths=[small]), "h2", "h3"], shared_root=netns_shared_dir)
+    project, inv = _setup(cluster, netns_shared_dir, tmp_path, flodl_controller_data_path=small)
+    proc = run_ansible(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                              "-e", "flodl_launch_host=h1", "-e", "flodl_preflight_min_free_gb=0.5"])
+    assert proc.returncode != 0
+    assert ("the controller failed preflight, so the run stops: h1: only 0.06 GB free on the data path "
+            f"{small}, below flodl_preflight_min_free_gb (0.5 GB)") in proc.stdout, proc.stdout
+    assert "Prebuild |" not in proc.stdout
+    assert not list(project.glob("target/cluster/h*/*/release/train"))
 
 
 def test_an_unknown_launch_host_key_fails_preflight(installed_collection, cluster3, netns_shared_dir, tmp_path):

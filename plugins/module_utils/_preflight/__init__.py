@@ -9,6 +9,7 @@ Entry points:
 - ``preflight_verdict.evaluate_remote``: one remote worker's verdict from its probe
 - ``preflight_verdict.controller_report``: the controller's own checks as a report
 - ``preflight_verdict.local_worker_report``: the controller's own worker as a report
+- ``preflight_verdict.add_findings``: another host's findings (the build host's) added to a report
 - ``preflight_report.run_report``: the whole run's report and the step's result
 - ``preflight_report.failure_message``: the one failure text of a failed preflight
 """

@@ -18,32 +18,20 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
   failed host-key verification, which is an error with its fix (a host ssh
   cannot authenticate was not checked, and must not pass as "unreachable");
 * ``local_devices: all`` needs a GPU count; zero usable GPUs is an error;
-* the worker's project path (``flodl_path``) missing or not enterable is an error: every rank starts there.
+* the worker's project path (``flodl_path``) missing or not enterable is an error: every rank starts there;
+* a threshold-style probe check (free space) judges its own answer: module_utils._probe.check_registry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import FreeSpace
+# A finding and its levels are the probe checks' vocabulary too (module_utils._probe.probe_check).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (  # noqa: F401
+    ERROR, NOTE, WARNING, Finding)
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-
-ERROR = "error"
-WARNING = "warning"
-NOTE = "note"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing preflight noticed about a host: ``level`` is error, warning or note."""
-
-    level: str
-    check: str
-    message: str
 
 
 def check_abi(host: str, build_arch: str, remote_uname: str, remote_ldd: str) -> Finding | None:
@@ -111,32 +99,6 @@ def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable
             "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
         )
     return None
-
-
-KB_PER_GB = 1024 * 1024  # df -Pk counts 1024-byte blocks; a GB here is a GiB
-DATA_PATH_SPACE = ("the data path", "training writes its checkpoints and outputs there, and a file system that fills "
-                   "up fails the run hours in instead of now", "free space there (or point flodl_data_path at a "
-                   "larger mount)")
-TARGET_DIR_SPACE = ("the build's target dir", "each (host, libtorch variant) build writes a cargo target dir of "
-                    "its own there, often several GB, and a full disk fails the builds part-way", "free space "
-                    "there (`cargo clean` in old checkouts, or a larger mount for target/)")
-
-
-def check_free_space(host: str, space: FreeSpace | None, min_gb: float | None,
-                     place: tuple[str, str, str] = DATA_PATH_SPACE) -> Finding | None:
-    """Below ``flodl_preflight_min_free_gb`` on ``place`` (what, why it matters, the fix) fails the host."""
-    if not min_gb or space is None or not space.path:
-        return None  # not asked, or nothing to measure (the missing directory is its own finding)
-    what, why, fix = place
-    if space.kb is None:
-        return Finding(WARNING, "free_space", f"{host}: could not read the free space of {what} {space.path} (df "
-                       "printed no number), so flodl_preflight_min_free_gb was not checked there; make `df -Pk` "
-                       "work on that host.")
-    if space.kb >= min_gb * KB_PER_GB:
-        return None
-    return Finding(ERROR, "free_space", f"{host}: only {space.kb / KB_PER_GB:.2f} GB free on {what} {space.path}, "
-                   f"below flodl_preflight_min_free_gb ({min_gb:g} GB); {why}. Fix: {fix}, or lower "
-                   "flodl_preflight_min_free_gb.")
 
 
 def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:

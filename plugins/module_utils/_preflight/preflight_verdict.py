@@ -19,7 +19,6 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
     Finding,
     check_abi,
     check_data_path,
-    check_free_space,
     check_gpus,
     check_pkill,
     check_project_path,
@@ -27,7 +26,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
     unreachable_finding,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
-    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, FreeSpace, last_line, parse_probe)
+    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, last_line, parse_probe)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 
@@ -75,25 +76,42 @@ def _data_path_state(is_dir: bool | None, readable: bool | None) -> str:
     return "ok" if readable else "unreadable"
 
 
-def _data_path(path: str, declared: bool, state: str, free: FreeSpace | None) -> dict[str, Any]:
+def _data_path(path: str, declared: bool, state: str, answers: Mapping[str, Any],
+               checks: Sequence[Armed]) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path, "declared": declared, "state": state}
-    if free is not None and free.kb is not None:
-        out["free_gb"] = round(free.kb / (1024 * 1024), 2)
+    out.update(check_registry.shown(answers, checks))
     return out
 
 
+def _data_path_findings(host: str, path: str, declared: bool, is_dir: bool, readable: bool,
+                        answers: Mapping[str, Any], checks: Sequence[Armed]) -> list[Finding]:
+    """The data path's own check, then each armed probe check's judgement of it."""
+    found = check_data_path(host, path, declared, is_dir, readable)
+    return [*([found] if found else []), *check_registry.findings(host, answers, checks, DATA_PATH)]
+
+
 def controller_report(host: str, path: str, declared: bool, is_dir: bool, readable: bool,
-                      free: FreeSpace | None = None, min_free_gb: float | None = None) -> dict[str, Any]:
-    """The controller's data-path checks, run where the launch runs (this machine or the launch host)."""
-    findings = [f for f in [check_data_path(host, path, declared, is_dir, readable),
-                            check_free_space(host, free, min_free_gb)] if f]
+                      answers: Mapping[str, Any] | None = None, checks: Sequence[Armed] = ()) -> dict[str, Any]:
+    """The controller's data-path checks, run where the launch runs (this machine or the launch host).
+
+    ``answers``: the probe checks' answers there (``parse_probe``); ``checks``: the armed ones of the data path.
+    """
+    answers = answers or {}
+    findings = _data_path_findings(host, path, declared, is_dir, readable, answers, checks)
     return _report(
         host,
         findings,
         role="controller",
         status=_status(findings),
-        data_path=_data_path(path, declared, _data_path_state(is_dir, readable), free),
+        data_path=_data_path(path, declared, _data_path_state(is_dir, readable), answers, checks),
     )
+
+
+def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> None:
+    """Findings about another host added to ``report`` (the build host's to the controller's), its status with them."""
+    for finding in findings:
+        report[{ERROR: "errors", WARNING: "warnings"}.get(finding.level, "notes")].append(finding.message)
+        report["status"] = STATUS_ERROR if report["errors"] else report["status"]
 
 
 def evaluate_remote(
@@ -108,11 +126,11 @@ def evaluate_remote(
     stderr: str = "",
     error: str | None = None,
     require_reached: bool = False,
-    min_free_gb: float | None = None,
+    checks: Sequence[Armed] = (),
 ) -> dict[str, Any]:
     """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it.
 
-    ``min_free_gb``: the least free space the data path's file system may have (``flodl_preflight_min_free_gb``).
+    ``checks``: the armed probe checks of the data path (module_utils._probe.check_registry.armed).
     """
     host = worker.host
     wants_gpus = worker.all_devices
@@ -143,13 +161,9 @@ def evaluate_remote(
         reached = returncode not in (None, 255) and not error
         return _report(host, findings, status=_status(findings, reached=reached), **base)
 
-    findings: list[Finding] = []
     is_dir, readable = bool(probe.dir_ok), bool(probe.read_ok)
-    base["data_path"] = _data_path(data_path, declared, _data_path_state(is_dir, readable), probe.free)
-    for finding in (check_data_path(host, data_path, declared, is_dir, readable),
-                    check_free_space(host, probe.free, min_free_gb)):
-        if finding:
-            findings.append(finding)
+    base["data_path"] = _data_path(data_path, declared, _data_path_state(is_dir, readable), probe.answers, checks)
+    findings = _data_path_findings(host, data_path, declared, is_dir, readable, probe.answers, checks)
     finding = check_project_path(host, worker.path, probe.project)
     if finding:
         findings.append(finding)

@@ -20,12 +20,16 @@ saying so. Pure parts only.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (
-    FreeSpace, GpuCounts, data_path_script, free_space_script, gpu_part, parse_gpu_counts, parse_probe)
+    GpuCounts, data_path_script, gpu_part, parse_gpu_counts, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"
@@ -129,7 +133,7 @@ def session_script(
     reach: str | None,
     gpus: bool,
     run_id: str | None,
-    free: bool = False,
+    checks: Sequence[Armed] = (),
     ttl: int = runlock.DEFAULT_TTL,
     origin: str | None = None,
 ) -> str:
@@ -137,6 +141,7 @@ def session_script(
 
     After the end sentinel a session that took the lock renews its lease every ttl/6 s until its stdin
     closes, then releases it. ``origin``: the machine that runs ansible-playbook, recorded in the lock.
+    ``checks``: the armed probe checks of the data path, the workers' parts (module_utils._probe.check_registry).
     """
     parts = ["__flodl_state="]
     held = ""
@@ -149,9 +154,7 @@ def session_script(
         held = (f"\nif [ \"$__flodl_state\" = taken ] || [ \"$__flodl_state\" = stale ]; then "
                 f"exec >/dev/null 2>&1; {renew}cat >/dev/null; kill $__flodl_renew 2>/dev/null; "
                 f"{runlock.release_script(project_dir, run_id)}; fi")
-    parts += [_IDENTITY, data_path_script(data_path)]
-    if free:
-        parts.append(free_space_script(data_path))
+    parts += [_IDENTITY, data_path_script(data_path), *check_registry.parts((data_path,), checks)]
     if reach:
         parts.append(reach)
     if gpus:  # a section: last, so that it ends at the end mark
@@ -167,7 +170,7 @@ class SessionFacts:
     identity: str | None = None
     dir_ok: bool | None = None
     read_ok: bool | None = None
-    free: FreeSpace | None = None
+    answers: dict[str, Any] = field(default_factory=dict)  # the probe checks' answers (parse_probe's)
     gpus: GpuCounts | None = None
     lock_state: str | None = None
     old_lock: bytes | None = None
@@ -186,7 +189,8 @@ def _gpus(section: str | None) -> GpuCounts | None:
 def parse_session(stdout: str) -> SessionFacts:
     """The facts, from exact sentinel lines only (nothing else the shell printed can fake one)."""
     shared = parse_probe(stdout or "")  # the parts the workers run too, read by the same parser
-    facts = SessionFacts(dir_ok=shared.dir_ok, read_ok=shared.read_ok, free=shared.free, gpus=_gpus(shared.gpus))
+    facts = SessionFacts(dir_ok=shared.dir_ok, read_ok=shared.read_ok, answers=shared.answers,
+                         gpus=_gpus(shared.gpus))
     for raw in (stdout or "").splitlines():
         line = raw.strip()
         name, sep, value = line.partition("=")

@@ -9,10 +9,14 @@ module_utils/_preflight/preflight_findings.py and module_utils/_preflight/prefli
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_DIR = "__FLODL_DP_DIR__"
@@ -22,7 +26,6 @@ MARK_ABI = "__FLODL_ABI__"
 MARK_LDD = "__FLODL_LDD__"
 MARK_PKILL = "__FLODL_PKILL__"
 MARK_GPUS = "__FLODL_GPUS__"
-MARK_FREE = "__FLODL_FREE_KB__"
 MARK_END = "__FLODL_END__"
 _SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
 
@@ -60,18 +63,6 @@ def data_path_script(path: str) -> str:
     )
 
 
-def free_space_script(*paths: str) -> str:
-    """Free kB on the file system of the first of ``paths`` that is a directory: ``MARK=<kB> <dir>``.
-
-    ``MARK=`` alone when none is (what is missing is another check's finding); ``MARK= <dir>`` when df printed
-    no number. ``df -P`` keeps one line per file system, whatever the device name's length.
-    """
-    candidates = " ".join(posix_quote(p) for p in paths)
-    return (f'd=; for c in {candidates}; do if [ -d "$c" ]; then d=$c; break; fi; done; '
-            f'if [ -n "$d" ]; then k=$(df -Pk -- "$d" 2>/dev/null | awk \'NR==2 {{print $4}}\'); '
-            f'echo "{MARK_FREE}=$k $d"; else echo "{MARK_FREE}="; fi')
-
-
 def project_script(path: str) -> str:
     """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
     q = posix_quote(path)
@@ -79,14 +70,13 @@ def project_script(path: str) -> str:
             f"else echo {MARK_PROJECT}=0; fi")
 
 
-def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None, free: bool = False) -> str:
+def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None,
+                 checks: Sequence[Armed] = ()) -> str:
     """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited.
 
-    ``free``: the free space on the data path's file system (``flodl_preflight_min_free_gb``).
+    ``checks``: the armed probe checks of the data path (module_utils._probe.check_registry.armed).
     """
-    parts = [data_path_script(data_path)]
-    if free:
-        parts.append(free_space_script(data_path))
+    parts = [data_path_script(data_path), *check_registry.parts((data_path,), checks)]
     if project is not None:
         parts.append(project_script(project))
     if abi:
@@ -97,30 +87,20 @@ def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None =
     return "; ".join(parts)
 
 
-def arch_script(*free_paths: str) -> str:
-    """The CPU arch part (:data:`ARCH_PART`), with the free space of the first of ``free_paths`` that exists when
-    any is given; read back with :func:`parse_probe` (``uname``, ``free``)."""
-    parts = [ARCH_PART, *([free_space_script(*free_paths)] if free_paths else []), f"echo {MARK_END}"]
-    return "; ".join(parts)
+def arch_script(paths: Sequence[str] = (), checks: Sequence[Armed] = ()) -> str:
+    """The CPU arch part (:data:`ARCH_PART`), with the armed ``checks`` of the first of ``paths`` that exists;
+    read back with :func:`parse_probe` (``uname``, ``answers``)."""
+    return "; ".join([ARCH_PART, *check_registry.parts(paths, checks), f"echo {MARK_END}"])
+
+
+def checks_script(paths: Sequence[str], checks: Sequence[Armed]) -> str:
+    """The armed ``checks`` alone, on the first of ``paths`` that exists (the build host when it is this machine)."""
+    return "; ".join([*check_registry.parts(paths, checks), f"echo {MARK_END}"])
 
 
 def remote_command(script: str) -> str:
     """Run the probe under ``sh`` whatever the remote login shell is (fish, csh...)."""
     return "sh -c " + posix_quote(script)
-
-
-@dataclass(frozen=True)
-class FreeSpace:
-    """What the free-space part printed: kB free (None when df printed no number) on ``path``'s file system."""
-
-    kb: int | None
-    path: str
-
-
-def parse_free(value: str) -> FreeSpace:
-    """``<kB> <dir>`` as free_space_script prints it after its mark."""
-    kb, _sep, path = value.rstrip().partition(" ")
-    return FreeSpace(int(kb) if kb.isdigit() else None, path.strip())
 
 
 @dataclass
@@ -134,7 +114,7 @@ class ProbeOutput:
     ldd: str | None = None
     pkill: str | None = None
     gpus: str | None = None
-    free: FreeSpace | None = None  # None when not asked
+    answers: dict[str, Any] = field(default_factory=dict)  # probe check name -> its parsed answer, when printed
     complete: bool = False
     sections: dict[str, list[str]] = field(default_factory=dict)
 
@@ -155,8 +135,9 @@ def parse_probe(stdout: str) -> ProbeOutput:
         if line.startswith(MARK_READ + "="):
             out.read_ok = _flag(line[len(MARK_READ) + 1:])
             continue
-        if line.startswith(MARK_FREE + "="):
-            out.free = parse_free(line[len(MARK_FREE) + 1:])
+        found = check_registry.answer(line)
+        if found is not None:
+            out.answers[found[0]] = found[1]
             continue
         if line.startswith(MARK_PROJECT + "="):
             out.project = line[len(MARK_PROJECT) + 1:].strip()

@@ -50,7 +50,6 @@ PREFLIGHT_CHECK: dict[str, Any] = {
         "build_arch": {"type": "str"},
         "timeout": {"type": "float", "default": 30.0},
         "max_parallel": {"type": "int", "default": 64},
-        "min_free_gb": {"type": "float", "default": 0.0},
     },
 }
 

@@ -15,22 +15,25 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils._core.problems import Problem, texts, worded
 from ansible_collections.flodl.cluster.plugins.module_utils._core.safety import parse_bool
 
-# (variable, phase that reads it, lowest value, whether the lowest is allowed, what it means, an example).
+# (variable, phase that reads it, lowest value, whether the lowest is allowed, its unit, what it means, an example).
 NUMBERS = (
-    ("flodl_build_timeout", "prebuild", 0.0, False, "seconds a build may run", "3600"),
-    ("flodl_launch_timeout", "launch", 0.0, True, "seconds the launch may run (0: no limit)", "0 or 86400"),
-    ("flodl_launch_grace_seconds", "launch", 0.0, True, "seconds between TERM and KILL when a launch stops", "10"),
-    ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds a worker's probe may take", "30"),
-    ("flodl_preflight_min_free_gb", "preflight", 0.0, True,
+    ("flodl_build_timeout", "prebuild", 0.0, False, "seconds", "seconds a build may run", "3600"),
+    ("flodl_launch_timeout", "launch", 0.0, True, "seconds", "seconds the launch may run (0: no limit)", "0 or 86400"),
+    ("flodl_launch_grace_seconds", "launch", 0.0, True, "seconds", "seconds between TERM and KILL when a launch stops",
+     "10"),
+    ("flodl_preflight_timeout", "preflight", 0.0, False, "seconds", "seconds a worker's probe may take", "30"),
+    # A preflight knob is carried in the run (RunSettings.preflight_number): a probe check's threshold is one line here.
+    ("flodl_preflight_min_free_gb", "preflight", 0.0, True, "GB",
      "GB that must be free on each data path and on the build's target dir (0: not checked)", "20"),
-    ("flodl_launch_output_batch_seconds", "launch", 0.0, True, "longest wait of an output line before it is shown",
-     "2"),
-    ("flodl_launch_connect_timeout", "launch", 0.0, True,
+    ("flodl_launch_output_batch_seconds", "launch", 0.0, True, "seconds",
+     "longest wait of an output line before it is shown", "2"),
+    ("flodl_launch_connect_timeout", "launch", 0.0, True, "seconds",
      "seconds the launcher's ssh may take to reach a worker (0: no bound, fdl-cli's topology bytes)", "10"),
-    ("flodl_run_lock_ttl", "launch", 5.0, True,
+    ("flodl_run_lock_ttl", "launch", 5.0, True, "seconds",
      "seconds the run lock's lease outlives its last renewal: how long a killed run blocks the next", "60"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
+PREFLIGHT_NUMBERS = tuple(n[0] for n in NUMBERS if n[1] == "preflight")  # read into RunSettings.preflight_numbers
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (
     "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent", "flodl_launch_mode",
     "flodl_preflight_require_all")
@@ -92,14 +95,14 @@ def knob_findings(values: Mapping[str, Any], phases: list[str], prebuild: bool) 
                                "launch outlives the play that would start and collect the agents; launch "
                                "attached, or use flodl_launch_mode: fanout for a detached run", None,
                                "flodl_launch_detach"))
-    for name, phase, low, low_ok, what, example in NUMBERS:
+    for name, phase, low, low_ok, unit, what, example in NUMBERS:
         value = values.get(name)
         if phase not in active or value is None:
             continue
         found = number(value)
         if found is None or found < low or (found == low and not low_ok):
             bound = f"({low:g} or more)" if low_ok else f"above {low:g}"
-            problems.append(worded(f"controller: {name} must be a number of seconds {bound}, got {_shown(value)} "
+            problems.append(worded(f"controller: {name} must be a number of {unit} {bound}, got {_shown(value)} "
                                    f"(the {what}); set it to e.g. {example}, or leave it unset for the default",
                                    None, name))
     for name, phase, low, what, example in INTEGERS:

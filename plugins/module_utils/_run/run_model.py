@@ -49,6 +49,13 @@ class RunSettings:
     run_lock_ttl: int = DEFAULT_TTL  # flodl_run_lock_ttl, bounded
     run_id: str | None = None  # flodl_run_id, as given (launch_status checks it)
     launch_run_id: str | None = None  # flodl_launch.run_id: the start job's artifact
+    # The preflight knobs of knobs.NUMBERS that are set, as (name, value): the probe checks' thresholds, carried
+    # here so that a new one is a line in knobs.py, not an option passed through the role and the action.
+    preflight_numbers: tuple[tuple[str, float], ...] = ()
+
+    def preflight_number(self, name: str) -> float | None:
+        """The value of the preflight knob ``name`` (one of knobs.PREFLIGHT_NUMBERS); None when it is unset."""
+        return dict(self.preflight_numbers).get(name)
 
     def __post_init__(self) -> None:
         _freeze(self, "prebuild_env")
@@ -206,7 +213,19 @@ def _settings(data: Any) -> RunSettings | None:
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         return None
-    return RunSettings(**{k: data[k] for k in _SETTINGS_SHAPE}, prebuild_env=dict(env))
+    numbers = _numbers(data.get("preflight_numbers"))
+    if numbers is None:
+        return None
+    return RunSettings(**{k: data[k] for k in _SETTINGS_SHAPE}, prebuild_env=dict(env), preflight_numbers=numbers)
+
+
+def _numbers(value: Any) -> tuple[tuple[str, float], ...] | None:
+    """``preflight_numbers`` as JSON carried it (a list of [name, number] pairs), when it has that shape."""
+    if not isinstance(value, list):
+        return None
+    pairs = [p for p in value if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+             and isinstance(p[1], (int, float)) and not isinstance(p[1], bool)]
+    return tuple((name, float(number)) for name, number in pairs) if len(pairs) == len(value) else None
 
 
 def from_model(model: Any, phases: list[str], connections: bool, print_: str,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import last_line
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import parse_reach, reach_script
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import launcher_argv, probe_argv, target_of
@@ -83,8 +84,11 @@ def this_run_id() -> str:
 
 
 def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: bool, reach: bool = True,
-          gpus: bool = False, free: bool = False) -> Session | None:
-    """Open the launch host's session, or None without a launch host. Raises RemoteLaunchError (not in inventory)."""
+          gpus: bool = False, checks: Sequence[Armed] = ()) -> Session | None:
+    """Open the launch host's session, or None without a launch host. Raises RemoteLaunchError (not in inventory).
+
+    ``checks``: the armed probe checks the session runs on the controller's data path there.
+    """
     host = launch_host_of(ctx, task_vars, action._templar)
     if host is None:
         return None
@@ -98,7 +102,7 @@ def start(action: Any, task_vars: Mapping[str, Any], ctx: RunContext, *, lock: b
     run_id = this_run_id() if lock else None
     origin = runlock.lock_name(ctx.controller_identity)
     script = lh.session_script(ctx.project_dir, data_path=path, reach=reach_script(argvs) if argvs else None,
-                               gpus=gpus, free=free, run_id=run_id, ttl=ctx.settings.run_lock_ttl, origin=origin)
+                               gpus=gpus, checks=checks, run_id=run_id, ttl=ctx.settings.run_lock_ttl, origin=origin)
     argv = probe_argv({"host": host, "ssh": strict_ssh(ssh)}, "sh -c " + always_quote(script))
     errors = tempfile.TemporaryFile()
     proc = subprocess.Popen(

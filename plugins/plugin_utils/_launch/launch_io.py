@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,7 +38,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import prob
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils._run.ansible_flags import launch_verbosity
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_parallel, run_sh
 
 # Registered by the prebuild role's build step.
 PREBUILD_RESULT_VAR = "flodl_prebuild_run"
@@ -81,11 +80,11 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
 
 
 def local_gpu_counts() -> GpuCounts | None:
+    """This machine's GPU counts, by preflight's own count script and runner; None when it failed."""
+    ran = run_sh(GPU_COUNT_SCRIPT)
     try:
-        proc = subprocess.run(["/bin/sh", "-c", GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30,
-                              check=False)
-        return parse_gpu_counts(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, ValueError):
+        return parse_gpu_counts(ran.stdout) if ran.returncode == 0 else None
+    except ValueError:
         return None
 
 

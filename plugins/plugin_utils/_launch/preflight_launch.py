@@ -15,7 +15,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh import remote_launch
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.remote_launch import RemoteLaunchError
@@ -67,15 +69,16 @@ class LaunchFollows:
                 return [refusal], LOCK_NOT_TAKEN
         return [], INVALID_CONFIG
 
-    def start(self, free: bool = False) -> list[str]:
+    def start(self) -> list[str]:
         """Start what runs beside the sweep: the launch host's session; problems when it cannot start.
 
-        ``free``: the session also measures the free space on the data path (``flodl_preflight_min_free_gb``).
+        The session also runs the armed probe checks of the controller's data path (module_utils._probe.check_registry).
         """
         self.live = runlock.live_binaries(self._ctx.remotes, self._ctx.cmd) if self._lock_on else {}
         try:
             # A walk-in launcher dials no worker (each worker's agent dials it): no reach check from the launch host.
-            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True, free=free,
+            self.session = lhio.start(self._action, self._task_vars, self._ctx, lock=self.locking, gpus=True,
+                                      checks=check_registry.armed(self._ctx.settings, DATA_PATH),
                                       reach=self._ctx.settings.launch_mode != "walk_in")
         except RemoteLaunchError as exc:
             return [f"controller: {exc}"]

@@ -8,21 +8,20 @@ only gathers the facts those functions judge.
 """
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
-from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
-    ERROR, TARGET_DIR_SPACE, check_free_space)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, TARGET_DIR
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import TARGET_CLUSTER_REL, path_under
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import join_posix
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, is_local_host, ssh_block_of
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes, run_sh
 
 if TYPE_CHECKING:
     from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import SessionResult
@@ -43,18 +42,9 @@ class LaunchFollows(Protocol):
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
 
-def local_script(script: str) -> str:
-    """What a probe part printed when run here, with the workers' own sh (one protocol for every host)."""
-    try:
-        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout
-
-
 def local_arch() -> str:
     """This machine's CPU arch, read by the same part and parser as every other host's ("" when it said none)."""
-    return pf_probe.parse_probe(local_script(pf_probe.arch_script())).uname or ""
+    return pf_probe.parse_probe(run_sh(pf_probe.arch_script()).stdout).uname or ""
 
 
 def target_dirs(ctx: RunContext) -> tuple[str, ...]:
@@ -64,31 +54,26 @@ def target_dirs(ctx: RunContext) -> tuple[str, ...]:
 
 
 def local_gpu_text() -> str:
-    try:
-        proc = subprocess.run(
-            ["sh", "-c", pf_probe.GPU_COUNT_SCRIPT], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"could not run the GPU count: {exc}"
-    return proc.stdout
+    """What the GPU count printed here, or why it could not run (check_gpus says so)."""
+    ran = run_sh(pf_probe.GPU_COUNT_SCRIPT)
+    return ran.stdout if ran.error is None else f"could not run the GPU count: {ran.error}"
 
 
-def controller_report(ctx: RunContext, launch: SessionResult | None = None,
-                      min_free_gb: float | None = None) -> dict[str, Any]:
+def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
     """The controller's own checks: here, or on the launch host when there is one (its session's answers)."""
     path, declared = effective_data_path(ctx.cluster.controller.data_path)
+    checks = check_registry.armed(ctx.settings, DATA_PATH)
     if launch is None:
-        here = pf_probe.parse_probe(local_script(pf_probe.probe_script(path, abi=False, gpus=False,
-                                                                       free=bool(min_free_gb))))
+        here = pf_probe.parse_probe(run_sh(pf_probe.probe_script(path, abi=False, gpus=False, checks=checks)).stdout)
         report = pf_verdict.controller_report(ctx.controller_identity, path, declared, bool(here.dir_ok),
-                                              bool(here.read_ok), here.free, min_free_gb)
+                                              bool(here.read_ok), here.answers, checks)
     elif not launch.facts.complete:
         report = pf_verdict.controller_report(launch.host, path, declared, True, True)
         report["data_path"]["state"] = "unknown"
     else:
         report = pf_verdict.controller_report(launch.facts.identity or launch.host, path, declared,
                                               bool(launch.facts.dir_ok), bool(launch.facts.read_ok),
-                                              launch.facts.free, min_free_gb)
+                                              launch.facts.answers, checks)
     if launch is not None:
         report["launch_host"] = launch.host
         report["errors"] = [*launch.errors, *report["errors"]]
@@ -107,7 +92,6 @@ def sweep(
     max_parallel: int,
     follow: LaunchFollows | None = None,
     require_all: bool = False,
-    min_free_gb: float | None = None,
 ) -> dict[str, Any]:
     """Probe the play's workers (and the build host's arch when it is remote) in one parallel round.
 
@@ -115,9 +99,11 @@ def sweep(
     the run-lock check to the same probes, reads the launch host's session once the workers answered,
     and judges each worker for the launch; each probe leaves a master connection in its ``reuse_dir``
     for the launcher's fan-out (module_utils._ssh.sshreuse). ``require_all``: a worker whose probe could not run
-    fails (``flodl_preflight_require_all``) instead of warning. ``min_free_gb``: the least free space on each
-    data path and on the build host's target dir (``flodl_preflight_min_free_gb``).
+    fails (``flodl_preflight_require_all``) instead of warning. The armed probe checks
+    (module_utils._probe.check_registry) run on each data path and on the build host's target dir.
     """
+    checks = check_registry.armed(ctx.settings, DATA_PATH)
+    target_checks = check_registry.armed(ctx.settings, TARGET_DIR) if ctx.prebuild else ()
     reuse_dir = follow.reuse_dir if follow is not None else None
     jobs: dict[str, list[str]] = {}
     plans: dict[str, tuple[str, bool]] = {}
@@ -129,7 +115,7 @@ def sweep(
         if ctx.reached_by_ansible(worker.host):
             continue  # walk_in over a non-ssh connection: flodl's ssh cannot reach it (its report says so)
         script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.all_devices,
-                                       project=worker.path or None, free=bool(min_free_gb))
+                                       project=worker.path or None, checks=checks)
         if follow is not None:
             script += follow.probe_suffix(worker.host)
         jobs[worker.host] = probe_argv(with_reuse(worker.document, reuse_dir), pf_probe.remote_command(script),
@@ -139,11 +125,11 @@ def sweep(
         jobs[BUILD_HOST_JOB] = build_host_argv
     # A bounded number at once, each probe its whole timeout (plugin_utils._proc.processes.probe_bounds).
     results = run_probes(jobs, timeout=timeout, max_parallel=max(1, max_parallel))
-    build_free = None
+    build_answers: dict[str, Any] = {}
     if BUILD_HOST_JOB in results:
         probe = results.pop(BUILD_HOST_JOB)
         said = pf_probe.parse_probe(probe.stdout if probe.ok else "")
-        answer, build_free = said.uname or "", said.free
+        answer, build_answers = said.uname or "", said.answers
         if answer and not build_arch:
             build_arch = answer
         elif not answer:
@@ -152,17 +138,16 @@ def sweep(
                 f"build host {ctx.build_host}: could not read its CPU arch ({why}); the arch part of the "
                 "ABI check was skipped. Make it reachable over ssh or set flodl_build_arch."
                 if not build_arch else f"build host {ctx.build_host}: its probe did not answer ({why}), so its "
-                "free space was not checked (flodl_preflight_min_free_gb). Make it reachable over ssh."
+                f"{check_registry.unanswered(target_checks)}. Make it reachable over ssh."
             )
-    elif min_free_gb and ctx.prebuild and build_host_argv is None:
-        build_free = pf_probe.parse_probe(local_script(pf_probe.free_space_script(*target_dirs(ctx)))).free
+    elif target_checks and build_host_argv is None:
+        here = run_sh(pf_probe.checks_script(target_dirs(ctx), target_checks))
+        build_answers = pf_probe.parse_probe(here.stdout).answers
 
     launch = follow.finish(timeout) if follow is not None else None
-    controller = controller_report(ctx, launch, min_free_gb)
-    space = check_free_space(f"build host {ctx.build_host}", build_free, min_free_gb, TARGET_DIR_SPACE)
-    if space is not None:
-        controller["errors" if space.level == ERROR else "warnings"].append(space.message)
-        controller["status"] = pf_verdict.STATUS_ERROR if controller["errors"] else controller["status"]
+    controller = controller_report(ctx, launch)
+    pf_verdict.add_findings(controller, check_registry.findings(f"build host {ctx.build_host}", build_answers,
+                                                                target_checks, TARGET_DIR))
     reports: dict[str, dict[str, Any]] = {}
     for worker in ctx.cluster.workers:
         host = worker.host
@@ -181,7 +166,7 @@ def sweep(
         report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
-            require_reached=require_all, min_free_gb=min_free_gb,
+            require_reached=require_all, checks=checks,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
         if follow is not None:
@@ -191,18 +176,19 @@ def sweep(
 
 
 def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
-                    given: str | None, min_free_gb: float | None = None) -> tuple[str | None, list[str] | None]:
+                    given: str | None) -> tuple[str | None, list[str] | None]:
     """(the build host's arch when known here, else the argv that reads it during the sweep).
 
-    With ``min_free_gb`` a remote build host is asked for its target dir's free space in the same ssh; a local
-    one is measured by the sweep itself.
+    A remote build host runs the armed probe checks of its target dir in the same ssh; a local one is measured by
+    the sweep itself.
     """
     if not ctx.prebuild:
         return given, None
     if ctx.build_host == ctx.controller_identity or is_local_host(ctx.build_host, task_vars, action._templar):
         return given or local_arch(), None
-    if given and not min_free_gb:
+    checks = check_registry.armed(ctx.settings, TARGET_DIR)
+    if given and not checks:
         return given, None
-    script = pf_probe.remote_command(pf_probe.arch_script(*(target_dirs(ctx) if min_free_gb else ())))
+    script = pf_probe.remote_command(pf_probe.arch_script(target_dirs(ctx), checks))
     target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
     return given, probe_argv(target, script, ctx.project_dir)

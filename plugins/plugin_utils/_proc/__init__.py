@@ -9,6 +9,7 @@ Entry points:
 - ``processes.run_parallel``: parallel ssh under one deadline
 - ``processes.run_probes``: preflight's probes, bounded per CPU
 - ``processes.run_for_output``: a short local command's stdout, or None
+- ``processes.run_sh``: a probe's script run here with ``sh`` (its exit code, stdout, or why not)
 - ``processes.effective_user``: the user this process runs as
 - ``parent_watch.exit_with_parent``: end this worker with ansible-playbook
 - ``sshreuse_watch.start_watcher``: start the script that closes the run's ssh masters

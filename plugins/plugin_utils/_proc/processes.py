@@ -39,6 +39,24 @@ def run_for_output(argv: list[str]) -> str | None:
     return proc.stdout
 
 
+@dataclass(frozen=True)
+class LocalRun:
+    """What a script run here said: its exit code and stdout, or why it could not run (``error``)."""
+
+    returncode: int | None
+    stdout: str
+    error: str | None = None
+
+
+def run_sh(script: str, timeout: float = 30.0) -> LocalRun:
+    """A probe's script run on this machine with the workers' own ``sh`` (the first on PATH): the one local runner."""
+    try:
+        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return LocalRun(None, "", str(exc))
+    return LocalRun(proc.returncode, proc.stdout)
+
+
 @dataclass
 class SshResult:
     """Outcome of one remote command; ``error`` is set when ssh could not run at all."""

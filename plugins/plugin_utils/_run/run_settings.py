@@ -64,6 +64,12 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _preflight_numbers(task_vars: Mapping[str, Any], templar: Any) -> tuple[tuple[str, float], ...]:
+    """The preflight knobs of knobs.NUMBERS that are set to a number (a blank survey answer is unset)."""
+    found = ((name, knobs.number(var(task_vars, templar, name))) for name in knobs.PREFLIGHT_NUMBERS)
+    return tuple((name, value) for name, value in found if value is not None)
+
+
 def read_settings(task_vars: Mapping[str, Any], templar: Any) -> RunSettings:
     """The phases' knobs as the steps that use them read them (defaults included), for every phase alike."""
     dedupe = var(task_vars, templar, "flodl_prebuild_dedupe", True)
@@ -90,4 +96,5 @@ def read_settings(task_vars: Mapping[str, Any], templar: Any) -> RunSettings:
         run_lock_ttl=run_lock_ttl(task_vars, templar),
         run_id=_text(registered(task_vars, "flodl_run_id")),
         launch_run_id=_text(artifact.get("run_id")) if isinstance(artifact, Mapping) else None,
+        preflight_numbers=_preflight_numbers(task_vars, templar),
     )

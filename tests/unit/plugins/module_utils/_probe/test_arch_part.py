@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import free_space as fs
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 
 
 def _sh(script: str) -> str:
@@ -14,13 +16,15 @@ def _sh(script: str) -> str:
 def test_the_arch_part_alone_is_read_back_by_the_shared_parser() -> None:
     said = pf.parse_probe("a login banner\n" + _sh(pf.arch_script()))
     assert said.uname == os.uname().machine and said.complete
-    assert said.free is None and said.ldd is None  # only what was asked
+    assert said.answers == {} and said.ldd is None  # only what was asked
 
 
 def test_the_build_hosts_arch_and_free_space_share_one_round_trip(tmp_path) -> None:
-    said = pf.parse_probe(_sh(pf.arch_script(str(tmp_path / "target" / "cluster"), str(tmp_path))))
+    paths = (str(tmp_path / "target" / "cluster"), str(tmp_path))
+    said = pf.parse_probe(_sh(pf.arch_script(paths, (Armed(fs.CHECK, 1.0),))))
     assert said.uname == os.uname().machine
-    assert said.free is not None and said.free.path == str(tmp_path) and (said.free.kb or 0) > 0
+    free = said.answers["free_space"]
+    assert free.path == str(tmp_path) and (free.kb or 0) > 0
 
 
 def test_the_workers_abi_section_starts_with_the_same_part() -> None:

@@ -26,6 +26,13 @@ def test_a_boolean_timeout_is_refused_not_read_as_one_or_zero(value):
         f"controller: flodl_launch_timeout must be a number of seconds (0 or more), got bool '{value}'")
 
 
+def test_each_number_is_refused_in_its_own_unit():
+    [problem] = knobs.knob_problems({"flodl_preflight_min_free_gb": "-1"}, ALL, prebuild=True)
+    assert problem.startswith("controller: flodl_preflight_min_free_gb must be a number of GB (0 or more), got str "
+                              "'-1' (the GB that must be free")
+    assert "seconds" not in problem
+
+
 def test_a_nul_is_refused_by_variable_and_its_value_never_shown():
     values = {"flodl_launch_host": "gpu-a", "flodl_prebuild_env": {"CARGO_HOME": ["/c\x00secret"]},
               "flodl_launch_log_dir": "/l\x00hunter2"}

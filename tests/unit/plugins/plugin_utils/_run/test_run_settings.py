@@ -55,3 +55,26 @@ def test_a_lock_ttl_that_is_no_usable_number_is_the_default_never_a_crash(value)
 @pytest.mark.parametrize("value, ttl", [(" 12 ", 12), (12.7, 12), ("1e9", 86400), (5, 5)])
 def test_a_lock_ttl_in_range_or_above_is_read_and_capped(value, ttl) -> None:
     assert read_settings({"flodl_run_lock_ttl": value}, None).run_lock_ttl == ttl
+
+
+def test_the_preflight_knobs_are_read_generically_and_carried() -> None:
+    """A probe check's threshold (knobs.NUMBERS, phase preflight) reaches the run with no option of its own."""
+    settings = read_settings({"flodl_preflight_min_free_gb": "0.5", "flodl_preflight_timeout": 12}, None)
+    assert settings.preflight_number("flodl_preflight_min_free_gb") == 0.5
+    assert settings.preflight_number("flodl_preflight_timeout") == 12.0
+    for unset in ({}, {"flodl_preflight_min_free_gb": ""}, {"flodl_preflight_min_free_gb": "lots"}):
+        assert read_settings(unset, None).preflight_number("flodl_preflight_min_free_gb") is None
+    cluster = cluster_model({"controller": {"host": "c", "path": "/p"}, "workers": []})
+    ctx = RunContext(cluster=cluster, controller_identity="c", prebuild=True, net_timeout_scale=None, cmd="t",
+                     cmd_dir="", fdl_env=None, build_host="localhost", launch_command=None, settings=settings)
+    model = to_model(ctx, ["preflight"], True, "fp")
+    back = from_model(model, ["preflight"], True, "fp", None)
+    assert back is not None and back.settings == settings
+    for wrong in ([["flodl_preflight_min_free_gb", "0.5"]], [["x", 1, 2]], {"x": 1}, [[1, 2.0]]):
+        model["context"]["settings"]["preflight_numbers"] = wrong
+        assert from_model(model, ["preflight"], True, "fp", None) is None, wrong
+
+
+def test_the_fingerprint_covers_the_preflight_knobs() -> None:
+    name = "flodl_preflight_min_free_gb"
+    assert name in RUN_VARS and run_fingerprint({name: "1"}, None) != run_fingerprint({name: "2"}, None)
