@@ -23,6 +23,8 @@ sys.path.insert(0, str(HERE))
 
 # Namespace ssh hosts and the docker engine, as fixtures.
 pytest_plugins = ["fixtures_netns", "fixtures_docker"]
+if os.environ.get("FLODL_CPU_METER"):  # CPU per test (cpu_meter.py)
+    pytest_plugins.append("cpu_meter")
 
 from ci_policy import need  # noqa: E402  (also imported by the tests from here)
 
