@@ -22,6 +22,11 @@ REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests" / "harness"))
 sys.path.insert(0, str(HERE))
 
+# The namespace hosts' sshd offers curve25519 only (tests/harness/netns_cluster.py): a third of the CPU of
+# OpenSSH 9's default post-quantum key exchange per handshake, and the tests make thousands of them. The
+# collection never chooses the algorithm; docs/preflight.md "Speed" suggests the same to operators.
+os.environ.setdefault("FLODL_NETNS_SSH_KEX", "curve25519-sha256,curve25519-sha256@libssh.org")
+
 # Namespace ssh hosts and the docker engine, as fixtures.
 pytest_plugins = ["fixtures_netns", "fixtures_docker"]
 if os.environ.get("FLODL_CPU_METER"):  # CPU per test (cpu_meter.py)
