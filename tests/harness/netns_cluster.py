@@ -519,6 +519,7 @@ class Cluster:
             "link set eth0 up\n"
             "route add default dev eth0\n"
         )
+        kex = os.environ.get("FLODL_NETNS_SSH_KEX", "").strip()  # see the module docstring
         (hd / "sshd_config").write_text(
             "\n".join([
                 "Port 22",
@@ -536,7 +537,7 @@ class Cluster:
                 "PrintMotd no",
                 "X11Forwarding no",
                 "MaxStartups 100:30:200",
-                *([f"KexAlgorithms {kex}"] if (kex := os.environ.get("FLODL_NETNS_SSH_KEX", "").strip()) else []),
+                *([f"KexAlgorithms {kex}"] if kex else []),
                 "MaxSessions 50",
                 "LogLevel VERBOSE",
                 "AcceptEnv LANG LC_*",
