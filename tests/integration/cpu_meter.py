@@ -68,6 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for base in (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
         if not (base / "cgroup.procs").exists():
             continue
+        for stale in base.glob("flodl-meter-*"):  # a meter whose process ended while a daemon it started lived on
+            if not Path(f"/proc/{stale.name.rsplit('-', 1)[1]}").exists():
+                try:
+                    stale.rmdir()  # only when empty
+                except OSError:
+                    pass
         cg = base / f"flodl-meter-{os.getpid()}"
         try:
             cg.mkdir(exist_ok=True)
