@@ -17,8 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import uuid
+
 import pytest
 from conftest import REPO_ROOT, need, run_ansible
+from netns_cluster import SHARED_BASE, Cluster, HostSpec, require_root
 
 DEMO = REPO_ROOT / "examples" / "demo"
 ARCH = {"h1": "precompiled/cu128", "h2": "precompiled/cu128", "h3": "precompiled/rocm63"}
@@ -86,15 +89,39 @@ def _masters(run_tmp: str) -> list[str]:
     return found
 
 
+@pytest.fixture(scope="module")
+def built(installed_collection, tmp_path_factory):
+    """Three hosts and a project whose binaries a first cluster_train built, for the module's runs that leave both
+    as they found them (each counts its own logins, in a TMPDIR of its own): the counted run is the no-op one an
+    operator repeats. Yields (cluster, project, inventory)."""
+    reason = require_root()
+    need(reason is None, reason or "")
+    state = tmp_path_factory.mktemp("ssh-reuse")
+    SHARED_BASE.mkdir(parents=True, exist_ok=True)
+    shared = SHARED_BASE / f"ssh-reuse-{uuid.uuid4().hex[:10]}"
+    shared.mkdir(mode=0o755)
+    cluster = Cluster([HostSpec(h) for h in ARCH], state / "cluster")
+    try:
+        cluster.up()
+        project = _project(shared / "proj")
+        inv = _inventory(cluster, project, state / "inv.json")
+        first_tmp = tempfile.mkdtemp(prefix="flr-", dir="/tmp")
+        try:
+            first = _play(installed_collection, ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"],
+                          first_tmp)
+        finally:
+            shutil.rmtree(first_tmp, ignore_errors=True)
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+        yield cluster, project, inv
+    finally:
+        cluster.down()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 @pytest.mark.parametrize("reuse, expected", [(True, 1), (False, 4)])
-def test_one_login_per_worker_per_run_with_reuse(installed_collection, cluster3, netns_shared_dir, tmp_path,
-                                                 run_tmp, reuse, expected):
-    cluster = cluster3
-    project = _project(netns_shared_dir / "proj")
-    inv = _inventory(cluster, project, tmp_path / "inv.json")
+def test_one_login_per_worker_per_run_with_reuse(installed_collection, built, run_tmp, reuse, expected):
+    cluster, dummy, inv = built
     argv = ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train"]
-    # A first run builds the binaries; the counted run is the no-op one an operator repeats.
-    assert _play(installed_collection, argv, run_tmp).returncode == 0
     before = _logins(cluster)
     # -v: the launch plan prints the decoded topology (without it, a summary)
     proc = _play(installed_collection, [*argv, "-v", "-e", f"flodl_ssh_reuse={str(reuse).lower()}"], run_tmp)
@@ -137,12 +164,9 @@ def test_masters_end_with_a_run_that_stops_before_the_launch(
     assert _gone(run_tmp), f"an ssh master or control directory outlived the play: {_masters(run_tmp)}"
 
 
-def test_a_detached_launch_makes_its_own_connections(installed_collection, cluster3, netns_shared_dir, tmp_path,
-                                                     run_tmp):
+def test_a_detached_launch_makes_its_own_connections(installed_collection, built, run_tmp):
     """The masters end with the play; a detached launcher outlives it, so its fan-out must not ride them."""
-    cluster = cluster3
-    project = _project(netns_shared_dir / "proj")
-    inv = _inventory(cluster, project, tmp_path / "inv.json")
+    dummy, dummy, inv = built
     argv = ["ansible-playbook", "-i", str(inv), "flodl.cluster.cluster_train", "-v", "-e", "flodl_launch_detach=true"]
     proc = _play(installed_collection, argv, run_tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
