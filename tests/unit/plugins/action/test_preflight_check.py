@@ -89,7 +89,8 @@ def test_require_all_fails_an_unreachable_worker_with_its_own_message(answer, fa
     loaded.task_vars["hostvars"]["gpu-b"]["flodl_local_devices"] = [0]  # this machine has no GPU
     if answer is not None:  # a survey answer is a string, blank when unanswered
         loaded.task_vars["flodl_preflight_require_all"] = answer
-    loaded.args = {"phases": ["preflight"], "timeout": 20}
+    loaded.task_vars["flodl_preflight_timeout"] = 20
+    loaded.args = {"phases": ["preflight"]}
     monkeypatch.setenv("FAKE_SSH_DOWN", "192.0.2.13")  # gpu-c
     result = run_case(ACTION, loaded)
     assert result["per_host"]["gpu-b"]["status"] == "ok", result["per_host"]
