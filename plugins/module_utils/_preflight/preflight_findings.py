@@ -28,6 +28,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import p
 # A finding and its levels are the probe checks' vocabulary too (module_utils._probe.probe_check).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (  # noqa: F401
     ERROR, NOTE, WARNING, Finding)
+# Judged where their parts are defined (module_utils._probe.check_registry.PARTS).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill  # noqa: F401
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
@@ -99,34 +102,6 @@ def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable
             "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
         )
     return None
-
-
-def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
-    """The worker's checkout (``flodl_path``): flodl's launcher starts every rank of the worker from there."""
-    if answer not in ("0", "2"):
-        return None  # there and enterable, or not asked
-    found = ("is missing (or not a directory)" if answer == "0"
-             else "exists but this ssh user cannot enter it (no search permission)")
-    return Finding(
-        ERROR,
-        "project_path",
-        f"{host}: the project path {path} (flodl_path) on {host} {found}; flodl's launcher starts each rank "
-        "there (cd into the checkout, then the prebuilt binary or docker compose), so no rank of this worker "
-        f"could start. Fix: mount or check out the project at {path} on {host} (readable by the ssh user), or "
-        f"set flodl_path for {host} to where the project is.",
-    )
-
-
-def check_pkill(host: str, answer: str | None) -> Finding | None:
-    """Only an explicit ``absent`` warns; an empty or garbled answer proves nothing."""
-    if (answer or "").strip() != "absent":
-        return None
-    return Finding(
-        WARNING,
-        "pkill",
-        f"{host}: pkill is not installed; stale ranks from an earlier run cannot be cleared before "
-        "launch (teardown still works through the per-rank wrapper). Install procps to enable it.",
-    )
 
 
 def check_gpus(worker: Worker, text: str | None) -> tuple[dict[str, int] | None, Finding | None]:

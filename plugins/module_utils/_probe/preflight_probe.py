@@ -17,17 +17,18 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import p
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import MARK_PKILL, pkill_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import (  # noqa: F401
+    MARK_PROJECT, project_script)  # MARK_PROJECT: where callers knew it
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_DIR = "__FLODL_DP_DIR__"
 MARK_READ = "__FLODL_DP_READ__"
-MARK_PROJECT = "__FLODL_PROJECT__"
 MARK_ABI = "__FLODL_ABI__"
 MARK_LDD = "__FLODL_LDD__"
-MARK_PKILL = "__FLODL_PKILL__"
 MARK_GPUS = "__FLODL_GPUS__"
 MARK_END = "__FLODL_END__"
-_SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
+_SECTIONS = (MARK_ABI, MARK_LDD, MARK_GPUS)  # the registry's parts open sections of their own
 
 # docs/launcher-contract.md §7a, verbatim: prints "<nvidia> <amd>".
 GPU_COUNT_SCRIPT = (
@@ -37,10 +38,7 @@ GPU_COUNT_SCRIPT = (
 )
 # The CPU arch section alone: the build host and the controller run it, the workers as part of ABI_SCRIPT.
 ARCH_PART = f"echo {MARK_ABI}; uname -m"
-ABI_SCRIPT = (
-    f"{ARCH_PART}; echo {MARK_LDD}; ldd --version 2>&1 | head -1; "
-    f"echo {MARK_PKILL}; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
-)
+ABI_SCRIPT = f"{ARCH_PART}; echo {MARK_LDD}; ldd --version 2>&1 | head -1; {pkill_part()}"
 
 # A host's preflight status: one vocabulary for workers, the launch host and the controller.
 STATUS_OK = "ok"
@@ -61,13 +59,6 @@ def data_path_script(path: str) -> str:
         f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi; "
         f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
     )
-
-
-def project_script(path: str) -> str:
-    """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
-    q = posix_quote(path)
-    return (f"if [ -d {q} ]; then if [ -x {q} ]; then echo {MARK_PROJECT}=1; else echo {MARK_PROJECT}=2; fi; "
-            f"else echo {MARK_PROJECT}=0; fi")
 
 
 def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None,
@@ -127,6 +118,7 @@ def parse_probe(stdout: str) -> ProbeOutput:
     """Split the probe's stdout on its sentinels (exact lines, so shell noise cannot fake one)."""
     out = ProbeOutput()
     current: str | None = None
+    parsed: dict[str, Any] = {}  # a registry part's name -> what its parser made of its line or section
     for raw in stdout.splitlines():
         line = raw.strip()
         if line.startswith(MARK_DIR + "="):
@@ -139,10 +131,11 @@ def parse_probe(stdout: str) -> ProbeOutput:
         if found is not None:
             out.answers[found[0]] = found[1]
             continue
-        if line.startswith(MARK_PROJECT + "="):
-            out.project = line[len(MARK_PROJECT) + 1:].strip()
+        one = check_registry.line_part(line)
+        if one is not None:
+            parsed[one[0].name] = one[0].parse([one[1]])
             continue
-        if line in _SECTIONS:
+        if line in _SECTIONS or check_registry.section_part(line) is not None:
             current = line
             out.sections[current] = []
             continue
@@ -164,7 +157,11 @@ def parse_probe(stdout: str) -> ProbeOutput:
 
     out.uname = first(MARK_ABI)
     out.ldd = first(MARK_LDD)
-    out.pkill = first(MARK_PKILL)
+    for part in check_registry.PARTS:
+        if part.section and part.mark in out.sections:
+            parsed[part.name] = part.parse(out.sections[part.mark])
+    for name, value in parsed.items():
+        setattr(out, name, value)  # ProbeOutput's field of that name: the report reads it there
     if MARK_GPUS in out.sections:
         out.gpus = "\n".join(out.sections[MARK_GPUS])
     return out
