@@ -23,58 +23,19 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
 """
 from __future__ import annotations
 
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 # A finding and its levels are the probe checks' vocabulary too (module_utils._probe.probe_check).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (  # noqa: F401
     ERROR, NOTE, WARNING, Finding)
 # Judged where their parts are defined (module_utils._probe.check_registry.PARTS).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-
-
-def check_abi(host: str, build_arch: str, remote_uname: str, remote_ldd: str) -> Finding | None:
-    """Can a binary built on the build host exec on this worker? Arch first, then libc."""
-    remote_arch = (remote_uname or "").strip()
-    if not remote_arch:
-        return Finding(
-            WARNING,
-            "arch",
-            f"{host}: `uname -m` printed nothing, so the CPU arch is unknown and the ABI check was skipped; "
-            "a wrong arch would only show at launch as `Exec format error`. Check that uname works there.",
-        )
-    if remote_arch != build_arch:
-        return Finding(
-            ERROR,
-            "arch",
-            f"{host}: CPU arch mismatch: the build host compiles {build_arch} binaries but {host} is "
-            f"{remote_arch}; the prebuilt binary would fail there with `Exec format error`. "
-            f"Use a {build_arch} worker, or point flodl_build_host at a {remote_arch} build host "
-            "(or set flodl_prebuild: false so the host builds natively).",
-        )
-    banner = (remote_ldd or "").strip()
-    lowered = banner.lower()
-    if "musl" in lowered:
-        return Finding(
-            ERROR,
-            "libc",
-            f"{host}: musl libc (`ldd --version` says {banner.splitlines()[0]!r}); flodl binaries are "
-            "linked against glibc and will not load on a musl system such as Alpine. Use a glibc "
-            "distribution on this worker (or set flodl_prebuild: false so it builds natively).",
-        )
-    first_line = banner.splitlines()[0].strip() if banner else ""
-    if first_line and ("glibc" in lowered or "gnu libc" in lowered):
-        return Finding(
-            NOTE,
-            "libc",
-            f"{host}: glibc reports {first_line!r}; if a run fails with `GLIBC_x.yy not found`, this "
-            "worker's glibc is older than the build host's: build on the host with the oldest glibc.",
-        )
-    return None
 
 
 def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> Finding | None:

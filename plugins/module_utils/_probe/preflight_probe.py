@@ -14,42 +14,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import MARK_PKILL, pkill_part
+# The parts of the registry (check_registry.PARTS), named here where their callers knew them.
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import (  # noqa: F401
+    ARCH_PART, MARK_ABI, MARK_LDD, arch_part, libc_part)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import (  # noqa: F401
+    GPU_COUNT_SCRIPT, MARK_GPUS, gpu_part, parse_gpu_counts)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import MARK_PKILL, pkill_part  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import (  # noqa: F401
-    MARK_PROJECT, project_script)  # MARK_PROJECT: where callers knew it
+    MARK_PROJECT, project_script)
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_DIR = "__FLODL_DP_DIR__"
 MARK_READ = "__FLODL_DP_READ__"
-MARK_ABI = "__FLODL_ABI__"
-MARK_LDD = "__FLODL_LDD__"
-MARK_GPUS = "__FLODL_GPUS__"
 MARK_END = "__FLODL_END__"
-_SECTIONS = (MARK_ABI, MARK_LDD, MARK_GPUS)  # the registry's parts open sections of their own
 
-# docs/launcher-contract.md §7a, verbatim: prints "<nvidia> <amd>".
-GPU_COUNT_SCRIPT = (
-    "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
-    "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
-    'echo "$n $a"'
-)
-# The CPU arch section alone: the build host and the controller run it, the workers as part of ABI_SCRIPT.
-ARCH_PART = f"echo {MARK_ABI}; uname -m"
-ABI_SCRIPT = f"{ARCH_PART}; echo {MARK_LDD}; ldd --version 2>&1 | head -1; {pkill_part()}"
+# The ABI section (with flodl_prebuild): arch, libc and pkill; the build host and the controller run the arch alone.
+ABI_SCRIPT = f"{arch_part()}; {libc_part()}; {pkill_part()}"
 
 # A host's preflight status: one vocabulary for workers, the launch host and the controller.
 STATUS_OK = "ok"
 STATUS_WARNING = "warning"
 STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
-
-
-def gpu_part() -> str:
-    """The GPU count as a section of its own: its mark, then the script's lines (the last one counts)."""
-    return f"echo {MARK_GPUS}; {GPU_COUNT_SCRIPT}"
 
 
 def data_path_script(path: str) -> str:
@@ -79,9 +68,9 @@ def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None =
 
 
 def arch_script(paths: Sequence[str] = (), checks: Sequence[Armed] = ()) -> str:
-    """The CPU arch part (:data:`ARCH_PART`), with the armed ``checks`` of the first of ``paths`` that exists;
+    """The CPU arch part (abi.ARCH), with the armed ``checks`` of the first of ``paths`` that exists;
     read back with :func:`parse_probe` (``uname``, ``answers``)."""
-    return "; ".join([ARCH_PART, *check_registry.parts(paths, checks), f"echo {MARK_END}"])
+    return "; ".join([arch_part(), *check_registry.parts(paths, checks), f"echo {MARK_END}"])
 
 
 def checks_script(paths: Sequence[str], checks: Sequence[Armed]) -> str:
@@ -135,7 +124,7 @@ def parse_probe(stdout: str) -> ProbeOutput:
         if one is not None:
             parsed[one[0].name] = one[0].parse([one[1]])
             continue
-        if line in _SECTIONS or check_registry.section_part(line) is not None:
+        if check_registry.section_part(line) is not None:
             current = line
             out.sections[current] = []
             continue
@@ -149,33 +138,12 @@ def parse_probe(stdout: str) -> ProbeOutput:
         if current is not None:
             out.sections[current].append(raw.rstrip("\r"))
 
-    def first(mark: str) -> str | None:
-        if mark not in out.sections:
-            return None
-        lines = [ln.strip() for ln in out.sections[mark] if ln.strip()]
-        return lines[0] if lines else ""
-
-    out.uname = first(MARK_ABI)
-    out.ldd = first(MARK_LDD)
     for part in check_registry.PARTS:
         if part.section and part.mark in out.sections:
             parsed[part.name] = part.parse(out.sections[part.mark])
     for name, value in parsed.items():
         setattr(out, name, value)  # ProbeOutput's field of that name: the report reads it there
-    if MARK_GPUS in out.sections:
-        out.gpus = "\n".join(out.sections[MARK_GPUS])
     return out
-
-
-def parse_gpu_counts(text: str) -> GpuCounts:
-    """The counts from the last non-empty line (``<nvidia> <amd>``); anything else raises ValueError."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError("the GPU count printed nothing")
-    fields = lines[-1].split()
-    if len(fields) != 2 or not all(f.isdigit() for f in fields):
-        raise ValueError(f"expected two counts '<nvidia> <amd>', got {lines[-1]!r}")
-    return GpuCounts(int(fields[0]), int(fields[1]))
 
 
 def last_line(text: str) -> str:

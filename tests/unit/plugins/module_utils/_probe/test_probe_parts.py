@@ -8,7 +8,7 @@ import subprocess
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry as reg
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pp
-from ansible_collections.flodl.cluster.plugins.module_utils._probe import pkill, project_checkout
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import abi, gpu_count, pkill, project_checkout
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_findings as pf_findings
 
 
@@ -27,7 +27,10 @@ def test_the_worker_probe_runs_the_registry_parts_unchanged() -> None:
     # The probe's bytes are in each worker's report (probe_command): the parts moved, their text did not.
     assert pkill.pkill_part() == ("echo __FLODL_PKILL__; command -v pkill >/dev/null 2>&1 && echo present "
                                   "|| echo absent")
-    assert pp.ABI_SCRIPT.endswith("; " + pkill.pkill_part())
+    assert pp.ABI_SCRIPT == ("echo __FLODL_ABI__; uname -m; echo __FLODL_LDD__; ldd --version 2>&1 | head -1; "
+                             "echo __FLODL_PKILL__; command -v pkill >/dev/null 2>&1 && echo present || echo absent")
+    assert gpu_count.gpu_part() == "echo __FLODL_GPUS__; " + gpu_count.GPU_COUNT_SCRIPT
+    assert pp.arch_script() == "echo __FLODL_ABI__; uname -m; echo __FLODL_END__"
     script = pp.probe_script("/d", abi=False, gpus=False, project="/p q")
     assert project_checkout.project_script("/p q") in script
     assert "if [ -d '/p q' ]; then if [ -x '/p q' ]; then echo __FLODL_PROJECT__=1;" in script
@@ -40,10 +43,19 @@ def test_the_parts_answers_are_read_by_their_own_parsers(tmp_path) -> None:
     assert gone.project == "0" and gone.pkill is None  # only what was asked
     noisy = pp.parse_probe("__FLODL_PKILL__\n\n  absent \n__FLODL_PROJECT__= 2 \n__FLODL_END__\n")
     assert (noisy.pkill, noisy.project) == ("absent", "2")
+    abi_said = pp.parse_probe("__FLODL_ABI__\n\n aarch64 \n__FLODL_LDD__\n__FLODL_GPUS__\nnoise\n2 1\r\n__FLODL_END__")
+    assert (abi_said.uname, abi_said.ldd, abi_said.pkill) == ("aarch64", "", None)  # an empty section: ""
+    assert abi_said.gpus == "noise\n2 1" and gpu_count.parse_gpu_counts(abi_said.gpus) == (2, 1)
+
+
+def test_the_section_parts_end_at_any_other_mark() -> None:
+    said = pp.parse_probe("__FLODL_GPUS__\n0 0\n__FLODL_LH_END__\nshell noise\n")
+    assert said.gpus == "0 0" and not said.complete
 
 
 def test_the_judges_live_with_their_parts_and_preflight_reads_the_same() -> None:
     assert pf_findings.check_pkill is pkill.check_pkill
     assert pf_findings.check_project_path is project_checkout.check_project_path
+    assert pf_findings.check_abi is abi.check_abi and pf_findings.parse_gpu_counts is gpu_count.parse_gpu_counts
     finding = pkill.check_pkill("h1", "absent")
     assert finding is not None and finding.check == "pkill" and finding.message.startswith("h1: pkill is not")
