@@ -27,11 +27,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count imp
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 # A finding and its levels are the probe checks' vocabulary too (module_utils._probe.probe_check).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (  # noqa: F401
-    ERROR, NOTE, WARNING, Finding)
-# Judged where their parts are defined (module_utils._probe.check_registry.PARTS).
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi  # noqa: F401
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill  # noqa: F401
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path  # noqa: F401
+    ERROR, WARNING, Finding)
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count

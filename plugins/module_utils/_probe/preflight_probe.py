@@ -14,17 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts  # noqa: F401
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
-# The parts of the registry (check_registry.PARTS), named here where their callers knew them.
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import (  # noqa: F401
-    ARCH_PART, MARK_ABI, MARK_LDD, arch_part, libc_part)
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import (  # noqa: F401
-    GPU_COUNT_SCRIPT, MARK_GPUS, gpu_part, parse_gpu_counts)
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import MARK_PKILL, pkill_part  # noqa: F401
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import (  # noqa: F401
-    MARK_PROJECT, project_script)
+# The registry's parts this probe runs (check_registry.PARTS reads them back).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import arch_part, libc_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import pkill_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import project_script
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_DIR = "__FLODL_DP_DIR__"

@@ -9,7 +9,7 @@ import subprocess
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry as reg
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pp
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import abi, gpu_count, pkill, project_checkout
-from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_findings as pf_findings
+from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
 
 
 def _sh(script: str) -> str:
@@ -53,9 +53,8 @@ def test_the_section_parts_end_at_any_other_mark() -> None:
     assert said.gpus == "0 0" and not said.complete
 
 
-def test_the_judges_live_with_their_parts_and_preflight_reads_the_same() -> None:
-    assert pf_findings.check_pkill is pkill.check_pkill
-    assert pf_findings.check_project_path is project_checkout.check_project_path
-    assert pf_findings.check_abi is abi.check_abi and pf_findings.parse_gpu_counts is gpu_count.parse_gpu_counts
+def test_the_judges_live_with_their_parts_and_the_verdict_calls_them() -> None:
+    assert pf_verdict.check_pkill is pkill.check_pkill
+    assert pf_verdict.check_project_path is project_checkout.check_project_path and pf_verdict.check_abi is abi.check_abi
     finding = pkill.check_pkill("h1", "absent")
     assert finding is not None and finding.check == "pkill" and finding.message.startswith("h1: pkill is not")
