@@ -37,6 +37,25 @@ def test_the_controllers_own_box_is_checked_without_ssh(case, run, no_ssh, tmp_p
     assert report["controller"] is True
 
 
+@pytest.mark.parametrize("given, timeout, parallel", [({}, 30.0, 64), (
+    {"flodl_preflight_timeout": "7", "flodl_preflight_max_parallel": 3}, 7.0, 3)])
+def test_the_sweep_gets_the_runs_timeout_and_parallelism(case, run, no_ssh, monkeypatch, given, timeout, parallel):
+    """One source for each: the variables as the run read them; the step has no option of its own for them."""
+    preflight = importlib.import_module("ansible_collections.flodl.cluster.plugins.action.preflight_check")
+    seen = {}
+    real = preflight.sweep.sweep
+
+    def sweep(ctx, **kwargs):
+        seen.update(timeout=kwargs["timeout"], max_parallel=kwargs["max_parallel"])
+        return real(ctx, **kwargs)
+
+    monkeypatch.setattr(preflight.sweep, "sweep", sweep)
+    loaded = case("controller_only")
+    loaded.task_vars = dict(loaded.task_vars, **given)
+    assert run(loaded)["per_host"]["ctl"]["status"] == "ok"
+    assert seen == {"timeout": timeout, "max_parallel": parallel}
+
+
 def test_the_job_artifact_is_the_result_without_the_run_model(case, run, no_ssh):
     result = run(case("controller_only"))
     artifact = result["ansible_stats"]["data"]["flodl_preflight"]
