@@ -34,33 +34,6 @@ from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ran
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 
 
-def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> Finding | None:
-    """The shared data mount: declared-and-missing is fatal, the convention default only warns."""
-    if not is_dir:
-        if declared:
-            return Finding(
-                ERROR,
-                "data_path",
-                f"{host}: the declared data path {path} is missing (or not a directory); training reads "
-                "its data and writes checkpoints on this shared mount, so the run would break there. "
-                "Mount the shared filesystem at that path, or correct flodl_data_path.",
-            )
-        return Finding(
-            WARNING,
-            "data_path",
-            f"{host}: the convention data path {path} is not present (no flodl_data_path declared); "
-            f"fine without shared storage, otherwise mount it at {path} or set flodl_data_path.",
-        )
-    if not readable:
-        return Finding(
-            ERROR,
-            "data_path",
-            f"{host}: the data path {path} exists but this ssh user cannot read it; ranks there would "
-            "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
-        )
-    return None
-
-
 def check_gpus(worker: Worker, text: str | None) -> tuple[dict[str, int] | None, Finding | None]:
     """GPU counts for ``local_devices: all`` and whether the worker would get any rank."""
     host = worker.host

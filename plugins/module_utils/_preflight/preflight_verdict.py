@@ -16,13 +16,13 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight
     ERROR,
     WARNING,
     Finding,
-    check_data_path,
     check_gpus,
     host_key_finding,
     unreachable_finding,
 )
 # The registry's parts are judged where they are defined (module_utils._probe.check_registry.PARTS).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import check_data_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path

@@ -30,7 +30,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part, parse_gpu_counts
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import data_path_script, parse_probe
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"

@@ -18,13 +18,12 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
 # The registry's parts this probe runs (check_registry.PARTS reads them back).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import arch_part, libc_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import pkill_part
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import project_script
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
-MARK_DIR = "__FLODL_DP_DIR__"
-MARK_READ = "__FLODL_DP_READ__"
 MARK_END = "__FLODL_END__"
 
 # The ABI section (with flodl_prebuild): arch, libc and pkill; the build host and the controller run the arch alone.
@@ -35,15 +34,6 @@ STATUS_OK = "ok"
 STATUS_WARNING = "warning"
 STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
-
-
-def data_path_script(path: str) -> str:
-    """Directory and readability sentinels for the effective data path."""
-    q = posix_quote(path)
-    return (
-        f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi; "
-        f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
-    )
 
 
 def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None,
@@ -95,10 +85,6 @@ class ProbeOutput:
     sections: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _flag(value: str) -> bool | None:
-    return {"1": True, "0": False}.get(value.strip())
-
-
 def parse_probe(stdout: str) -> ProbeOutput:
     """Split the probe's stdout on its sentinels (exact lines, so shell noise cannot fake one)."""
     out = ProbeOutput()
@@ -106,12 +92,6 @@ def parse_probe(stdout: str) -> ProbeOutput:
     parsed: dict[str, Any] = {}  # a registry part's name -> what its parser made of its line or section
     for raw in stdout.splitlines():
         line = raw.strip()
-        if line.startswith(MARK_DIR + "="):
-            out.dir_ok = _flag(line[len(MARK_DIR) + 1:])
-            continue
-        if line.startswith(MARK_READ + "="):
-            out.read_ok = _flag(line[len(MARK_READ) + 1:])
-            continue
         found = check_registry.answer(line)
         if found is not None:
             out.answers[found[0]] = found[1]

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a probe check is: one definition that every host's probe, parse and verdict iterate over.
 
-Two kinds. A ``ProbeCheck`` is threshold-style (below); a ``ProbePart`` is a check its own condition turns on
-(``flodl_prebuild`` for pkill, a worker's ``flodl_path`` for its checkout): its mark, its sh part and its parser.
+Two kinds. A ``ProbeCheck`` is threshold-style (below); a ``ProbePart`` is a check every host runs (the data path)
+or its own condition turns on (``flodl_prebuild`` for pkill, a worker's ``flodl_path`` for its checkout): its mark,
+its sh part and its parser.
 
 A check measures something on the first existing directory of a few paths (a sh part printing one mark line),
 reads the line back (its parser) and judges the answer against a threshold (its finding). Its knob, a number in

@@ -20,9 +20,9 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight import pr
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
     ERROR,
     WARNING,
-    check_data_path,
 )
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import check_data_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE

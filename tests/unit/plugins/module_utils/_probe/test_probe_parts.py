@@ -48,6 +48,14 @@ def test_the_parts_answers_are_read_by_their_own_parsers(tmp_path) -> None:
     assert abi_said.gpus == "noise\n2 1" and gpu_count.parse_gpu_counts(abi_said.gpus) == (2, 1)
 
 
+def test_the_data_path_script_is_two_parts_each_read_by_its_mark() -> None:
+    said = pp.parse_probe("__FLODL_DP_DIR__= 1 \n__FLODL_DP_READ__=x\n__FLODL_END__\n")
+    assert (said.dir_ok, said.read_ok) == (True, None)  # anything but 1 or 0 is no answer
+    assert pp.probe_script("/d", abi=False, gpus=False).startswith(
+        "if [ -d /d ]; then echo __FLODL_DP_DIR__=1; else echo __FLODL_DP_DIR__=0; fi; "
+        "if [ -r /d ]; then echo __FLODL_DP_READ__=1; else echo __FLODL_DP_READ__=0; fi; ")
+
+
 def test_the_section_parts_end_at_any_other_mark() -> None:
     said = pp.parse_probe("__FLODL_GPUS__\n0 0\n__FLODL_LH_END__\nshell noise\n")
     assert said.gpus == "0 0" and not said.complete
