@@ -66,10 +66,10 @@ class ActionModule(ActionBase):
             problems = follow.start() if follow is not None else []
             if problems:
                 return self._refused(result, task_vars, problems, {}, "the launch host's session did not start")
-            # Checked with the run (module_utils._run.knobs): true, false, or unset/blank (false).
+            # The knobs as the run read and checked them (module_utils._run.knobs), not options the role passes.
             found = sweep.sweep(ctx, build_arch=build_arch, build_host_argv=build_argv,
-                                timeout=args["timeout"], max_parallel=args["max_parallel"], follow=follow,
-                                require_all=ctx.settings.preflight_require_all)
+                                timeout=ctx.settings.probe_timeout(), max_parallel=ctx.settings.probe_parallel(),
+                                follow=follow, require_all=ctx.settings.preflight_require_all)
         controller = found["controller"]
         data, lines = pf_report.run_report(
             controller, found["hosts"], found["warnings"], build_arch=found["build_arch"],

@@ -43,6 +43,10 @@ description:
     PLAY RECAP shows every worker and charges none to the one this task ran on. This task fails only for a
     play with no worker at all.
   - The probe changes nothing, so it also runs in check mode.
+  - "Each host's probe may take C(flodl_preflight_timeout) seconds (a task variable, default 30) from its own
+    start before it counts as unreachable. At most 16 probes per controller CPU run at once, and at most
+    C(flodl_preflight_max_parallel) (default 64); a larger sweep runs in rounds, bounded by one timeout per
+    round to start them all. Both are read and checked with the run, before any host is contacted."
 options:
   phases:
     description:
@@ -57,17 +61,6 @@ options:
         controller, else it is read over ssh from the build host (its inventory connection variables),
         in the same parallel sweep as the workers.
     type: str
-  timeout:
-    description:
-      - Seconds one host's probe may take, from its own start, before it counts as unreachable.
-      - At most 16 probes per controller CPU run at once (and at most O(max_parallel)); a larger sweep runs in
-        rounds, bounded by one O(timeout) per round to start them all, each probe with its whole O(timeout).
-    type: float
-    default: 30
-  max_parallel:
-    description: At most this many probes at once (below the 16 per controller CPU the sweep allows itself).
-    type: int
-    default: 64
 attributes:
   check_mode:
     description: Check mode prints the plan and changes nothing.

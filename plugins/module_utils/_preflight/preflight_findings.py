@@ -23,110 +23,15 @@ Behaviour follows fdl-cli's pre-flight host check (docs/launcher-contract.md §3
 """
 from __future__ import annotations
 
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 # A finding and its levels are the probe checks' vocabulary too (module_utils._probe.probe_check).
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (  # noqa: F401
-    ERROR, NOTE, WARNING, Finding)
+    ERROR, WARNING, Finding)
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import HOST_KEY_CHANGED, HOST_KEY_REVOKED, target_of
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import Worker
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.cluster_ranks import device_count
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
-
-
-def check_abi(host: str, build_arch: str, remote_uname: str, remote_ldd: str) -> Finding | None:
-    """Can a binary built on the build host exec on this worker? Arch first, then libc."""
-    remote_arch = (remote_uname or "").strip()
-    if not remote_arch:
-        return Finding(
-            WARNING,
-            "arch",
-            f"{host}: `uname -m` printed nothing, so the CPU arch is unknown and the ABI check was skipped; "
-            "a wrong arch would only show at launch as `Exec format error`. Check that uname works there.",
-        )
-    if remote_arch != build_arch:
-        return Finding(
-            ERROR,
-            "arch",
-            f"{host}: CPU arch mismatch: the build host compiles {build_arch} binaries but {host} is "
-            f"{remote_arch}; the prebuilt binary would fail there with `Exec format error`. "
-            f"Use a {build_arch} worker, or point flodl_build_host at a {remote_arch} build host "
-            "(or set flodl_prebuild: false so the host builds natively).",
-        )
-    banner = (remote_ldd or "").strip()
-    lowered = banner.lower()
-    if "musl" in lowered:
-        return Finding(
-            ERROR,
-            "libc",
-            f"{host}: musl libc (`ldd --version` says {banner.splitlines()[0]!r}); flodl binaries are "
-            "linked against glibc and will not load on a musl system such as Alpine. Use a glibc "
-            "distribution on this worker (or set flodl_prebuild: false so it builds natively).",
-        )
-    first_line = banner.splitlines()[0].strip() if banner else ""
-    if first_line and ("glibc" in lowered or "gnu libc" in lowered):
-        return Finding(
-            NOTE,
-            "libc",
-            f"{host}: glibc reports {first_line!r}; if a run fails with `GLIBC_x.yy not found`, this "
-            "worker's glibc is older than the build host's: build on the host with the oldest glibc.",
-        )
-    return None
-
-
-def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable: bool) -> Finding | None:
-    """The shared data mount: declared-and-missing is fatal, the convention default only warns."""
-    if not is_dir:
-        if declared:
-            return Finding(
-                ERROR,
-                "data_path",
-                f"{host}: the declared data path {path} is missing (or not a directory); training reads "
-                "its data and writes checkpoints on this shared mount, so the run would break there. "
-                "Mount the shared filesystem at that path, or correct flodl_data_path.",
-            )
-        return Finding(
-            WARNING,
-            "data_path",
-            f"{host}: the convention data path {path} is not present (no flodl_data_path declared); "
-            f"fine without shared storage, otherwise mount it at {path} or set flodl_data_path.",
-        )
-    if not readable:
-        return Finding(
-            ERROR,
-            "data_path",
-            f"{host}: the data path {path} exists but this ssh user cannot read it; ranks there would "
-            "fail to load data or checkpoints. Fix the mount permissions or uid mapping.",
-        )
-    return None
-
-
-def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
-    """The worker's checkout (``flodl_path``): flodl's launcher starts every rank of the worker from there."""
-    if answer not in ("0", "2"):
-        return None  # there and enterable, or not asked
-    found = ("is missing (or not a directory)" if answer == "0"
-             else "exists but this ssh user cannot enter it (no search permission)")
-    return Finding(
-        ERROR,
-        "project_path",
-        f"{host}: the project path {path} (flodl_path) on {host} {found}; flodl's launcher starts each rank "
-        "there (cd into the checkout, then the prebuilt binary or docker compose), so no rank of this worker "
-        f"could start. Fix: mount or check out the project at {path} on {host} (readable by the ssh user), or "
-        f"set flodl_path for {host} to where the project is.",
-    )
-
-
-def check_pkill(host: str, answer: str | None) -> Finding | None:
-    """Only an explicit ``absent`` warns; an empty or garbled answer proves nothing."""
-    if (answer or "").strip() != "absent":
-        return None
-    return Finding(
-        WARNING,
-        "pkill",
-        f"{host}: pkill is not installed; stale ranks from an earlier run cannot be cleared before "
-        "launch (teardown still works through the per-rank wrapper). Install procps to enable it.",
-    )
 
 
 def check_gpus(worker: Worker, text: str | None) -> tuple[dict[str, int] | None, Finding | None]:

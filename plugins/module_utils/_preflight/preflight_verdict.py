@@ -14,17 +14,18 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
     ERROR,
-    NOTE,
     WARNING,
     Finding,
-    check_abi,
-    check_data_path,
     check_gpus,
-    check_pkill,
-    check_project_path,
     host_key_finding,
     unreachable_finding,
 )
+# The registry's parts are judged where they are defined (module_utils._probe.check_registry.PARTS).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import check_data_path
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
     STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, last_line, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry

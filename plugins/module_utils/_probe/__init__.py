@@ -1,15 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one probe protocol: the preflight probe's script parts, its parser and statuses, the registry of
-threshold-style probe checks (free space) every host runs, and the launch host's session script (run lock,
-identity, data path, GPU count, reach).
+"""The one probe protocol: the preflight probe's script and its one parser and statuses, the registry of probe
+checks every host runs (the threshold-style free space; the data path, and the parts a condition turns on: CPU
+arch, libc, pkill, project checkout, GPU count), and the launch host's session script (run lock, identity, data path, GPU count,
+reach).
 May import: ``_run`` and the wings below it.
 
 Entry points:
 - ``preflight_probe.probe_script``: the POSIX-sh probe one ssh runs on a worker
 - ``preflight_probe.parse_probe``: the probe's sentinel-delimited output parsed
-- ``preflight_probe.parse_gpu_counts``: the GPU counts (a ``GpuCounts``) from the count script
+- ``gpu_count.parse_gpu_counts``: the GPU counts (a ``GpuCounts``) from the count script
 - ``preflight_probe.STATUS_OK``: a host's preflight status, shared by every caller
 - ``check_registry.armed``: the probe checks a run makes at a place (their knobs set above 0)
 - ``check_registry.findings``: each armed check's judgement of a host's answers

@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The registry of threshold-style probe checks (module_utils._probe.probe_check), and what every host runs of it.
+"""The registry of probe checks (module_utils._probe.probe_check), and what every host runs of it.
+
+``PARTS``: the checks their own condition turns on, each a mark, an sh part and a parser defined once
+(preflight_probe.parse_probe reads every one of them). ``CHECKS``: the threshold-style checks, below.
 
 The workers' probe, the launch host's session, the controller's local run and the build host's probe append the
 armed checks' parts (:func:`parts`); the one parser fills each answer (:func:`answer`); every verdict calls the
@@ -13,11 +16,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._probe import free_space
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Finding, ProbeCheck
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import abi, data_path, free_space, gpu_count, pkill, project_checkout
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Finding, ProbeCheck, ProbePart
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 
 CHECKS: tuple[ProbeCheck[Any], ...] = (free_space.CHECK,)
+PARTS: tuple[ProbePart[Any], ...] = (data_path.DIR, data_path.READ, project_checkout.PART, abi.ARCH, abi.LIBC,
+                                     pkill.PART, gpu_count.PART)
+
+
+def line_part(line: str) -> tuple[ProbePart[Any], str] | None:
+    """(the part, the text after its mark) when ``line`` (stripped) is a one-line part's ``<mark>=<text>``."""
+    for part in PARTS:
+        if not part.section and line.startswith(part.mark + "="):
+            return part, line[len(part.mark) + 1:]
+    return None
+
+
+def section_part(line: str) -> ProbePart[Any] | None:
+    """The part whose section ``line`` (stripped) opens, if any."""
+    return next((part for part in PARTS if part.section and line == part.mark), None)
 
 
 def armed(settings: RunSettings, place: str) -> tuple[Armed, ...]:

@@ -28,8 +28,10 @@ from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (
-    GpuCounts, data_path_script, gpu_part, parse_gpu_counts, parse_probe)
+from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part, parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
 MARK_ID = "__FLODL_LH_ID__"

@@ -14,60 +14,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
+# The registry's parts this probe runs (check_registry.PARTS reads them back).
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import arch_part, libc_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import pkill_part
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import project_script
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
-MARK_DIR = "__FLODL_DP_DIR__"
-MARK_READ = "__FLODL_DP_READ__"
-MARK_PROJECT = "__FLODL_PROJECT__"
-MARK_ABI = "__FLODL_ABI__"
-MARK_LDD = "__FLODL_LDD__"
-MARK_PKILL = "__FLODL_PKILL__"
-MARK_GPUS = "__FLODL_GPUS__"
 MARK_END = "__FLODL_END__"
-_SECTIONS = (MARK_ABI, MARK_LDD, MARK_PKILL, MARK_GPUS)
 
-# docs/launcher-contract.md §7a, verbatim: prints "<nvidia> <amd>".
-GPU_COUNT_SCRIPT = (
-    "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
-    "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
-    'echo "$n $a"'
-)
-# The CPU arch section alone: the build host and the controller run it, the workers as part of ABI_SCRIPT.
-ARCH_PART = f"echo {MARK_ABI}; uname -m"
-ABI_SCRIPT = (
-    f"{ARCH_PART}; echo {MARK_LDD}; ldd --version 2>&1 | head -1; "
-    f"echo {MARK_PKILL}; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
-)
+# The ABI section (with flodl_prebuild): arch, libc and pkill; the build host and the controller run the arch alone.
+ABI_SCRIPT = f"{arch_part()}; {libc_part()}; {pkill_part()}"
 
 # A host's preflight status: one vocabulary for workers, the launch host and the controller.
 STATUS_OK = "ok"
 STATUS_WARNING = "warning"
 STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
-
-
-def gpu_part() -> str:
-    """The GPU count as a section of its own: its mark, then the script's lines (the last one counts)."""
-    return f"echo {MARK_GPUS}; {GPU_COUNT_SCRIPT}"
-
-
-def data_path_script(path: str) -> str:
-    """Directory and readability sentinels for the effective data path."""
-    q = posix_quote(path)
-    return (
-        f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi; "
-        f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
-    )
-
-
-def project_script(path: str) -> str:
-    """The worker's project checkout (``flodl_path``): 1 a directory it can enter, 2 one it cannot, 0 none."""
-    q = posix_quote(path)
-    return (f"if [ -d {q} ]; then if [ -x {q} ]; then echo {MARK_PROJECT}=1; else echo {MARK_PROJECT}=2; fi; "
-            f"else echo {MARK_PROJECT}=0; fi")
 
 
 def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None,
@@ -88,9 +54,9 @@ def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None =
 
 
 def arch_script(paths: Sequence[str] = (), checks: Sequence[Armed] = ()) -> str:
-    """The CPU arch part (:data:`ARCH_PART`), with the armed ``checks`` of the first of ``paths`` that exists;
+    """The CPU arch part (abi.ARCH), with the armed ``checks`` of the first of ``paths`` that exists;
     read back with :func:`parse_probe` (``uname``, ``answers``)."""
-    return "; ".join([ARCH_PART, *check_registry.parts(paths, checks), f"echo {MARK_END}"])
+    return "; ".join([arch_part(), *check_registry.parts(paths, checks), f"echo {MARK_END}"])
 
 
 def checks_script(paths: Sequence[str], checks: Sequence[Armed]) -> str:
@@ -119,30 +85,22 @@ class ProbeOutput:
     sections: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _flag(value: str) -> bool | None:
-    return {"1": True, "0": False}.get(value.strip())
-
-
 def parse_probe(stdout: str) -> ProbeOutput:
     """Split the probe's stdout on its sentinels (exact lines, so shell noise cannot fake one)."""
     out = ProbeOutput()
     current: str | None = None
+    parsed: dict[str, Any] = {}  # a registry part's name -> what its parser made of its line or section
     for raw in stdout.splitlines():
         line = raw.strip()
-        if line.startswith(MARK_DIR + "="):
-            out.dir_ok = _flag(line[len(MARK_DIR) + 1:])
-            continue
-        if line.startswith(MARK_READ + "="):
-            out.read_ok = _flag(line[len(MARK_READ) + 1:])
-            continue
         found = check_registry.answer(line)
         if found is not None:
             out.answers[found[0]] = found[1]
             continue
-        if line.startswith(MARK_PROJECT + "="):
-            out.project = line[len(MARK_PROJECT) + 1:].strip()
+        one = check_registry.line_part(line)
+        if one is not None:
+            parsed[one[0].name] = one[0].parse([one[1]])
             continue
-        if line in _SECTIONS:
+        if check_registry.section_part(line) is not None:
             current = line
             out.sections[current] = []
             continue
@@ -156,29 +114,12 @@ def parse_probe(stdout: str) -> ProbeOutput:
         if current is not None:
             out.sections[current].append(raw.rstrip("\r"))
 
-    def first(mark: str) -> str | None:
-        if mark not in out.sections:
-            return None
-        lines = [ln.strip() for ln in out.sections[mark] if ln.strip()]
-        return lines[0] if lines else ""
-
-    out.uname = first(MARK_ABI)
-    out.ldd = first(MARK_LDD)
-    out.pkill = first(MARK_PKILL)
-    if MARK_GPUS in out.sections:
-        out.gpus = "\n".join(out.sections[MARK_GPUS])
+    for part in check_registry.PARTS:
+        if part.section and part.mark in out.sections:
+            parsed[part.name] = part.parse(out.sections[part.mark])
+    for name, value in parsed.items():
+        setattr(out, name, value)  # ProbeOutput's field of that name: the report reads it there
     return out
-
-
-def parse_gpu_counts(text: str) -> GpuCounts:
-    """The counts from the last non-empty line (``<nvidia> <amd>``); anything else raises ValueError."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError("the GPU count printed nothing")
-    fields = lines[-1].split()
-    if len(fields) != 2 or not all(f.isdigit() for f in fields):
-        raise ValueError(f"expected two counts '<nvidia> <amd>', got {lines[-1]!r}")
-    return GpuCounts(int(fields[0]), int(fields[1]))
 
 
 def last_line(text: str) -> str:

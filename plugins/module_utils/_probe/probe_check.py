@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a threshold-style probe check is: one definition that every host's probe, parse and verdict iterate over.
+"""What a probe check is: one definition that every host's probe, parse and verdict iterate over.
+
+Two kinds. A ``ProbeCheck`` is threshold-style (below); a ``ProbePart`` is a check every host runs (the data path)
+or its own condition turns on (``flodl_prebuild`` for pkill, a worker's ``flodl_path`` for its checkout): its mark,
+its sh part and its parser.
 
 A check measures something on the first existing directory of a few paths (a sh part printing one mark line),
 reads the line back (its parser) and judges the answer against a threshold (its finding). Its knob, a number in
@@ -57,3 +61,25 @@ class Armed:
 
     check: ProbeCheck[Any]
     threshold: float
+
+
+@dataclass(frozen=True)
+class ProbePart(Generic[A]):
+    """A check that is not a threshold: its mark, its sh part and the parser of what the part printed.
+
+    ``section``: the part prints its mark alone on a line, then a command's own lines, which its parser reads
+    (to the next mark); else it prints one ``<mark>=<text>`` line and its parser reads ``[text]``. What the
+    parser makes of it fills the probe output's field ``name`` (preflight_probe.ProbeOutput), the report's key.
+    """
+
+    name: str
+    mark: str  # starts with ``__FLODL_``
+    section: bool
+    part: Callable[..., str]  # sh; what it takes is the check's own (a path, or nothing)
+    parse: Callable[[Sequence[str]], A]
+
+
+def first_line(lines: Sequence[str]) -> str:
+    """The first non-empty line, stripped ("" when the command printed nothing)."""
+    found = [ln.strip() for ln in lines if ln.strip()]
+    return found[0] if found else ""

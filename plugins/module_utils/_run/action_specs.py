@@ -48,8 +48,6 @@ PREFLIGHT_CHECK: dict[str, Any] = {
     "argument_spec": {
         "phases": {"type": "list", "elements": "str", "choices": list(PHASES), "default": ["preflight"]},
         "build_arch": {"type": "str"},
-        "timeout": {"type": "float", "default": 30.0},
-        "max_parallel": {"type": "int", "default": 64},
     },
 }
 

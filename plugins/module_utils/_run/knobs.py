@@ -33,7 +33,9 @@ NUMBERS = (
      "seconds the run lock's lease outlives its last renewal: how long a killed run blocks the next", "60"),
 )
 INTEGERS = (("flodl_preflight_max_parallel", "preflight", 1, "probes at once", "64"),)
-PREFLIGHT_NUMBERS = tuple(n[0] for n in NUMBERS if n[1] == "preflight")  # read into RunSettings.preflight_numbers
+# Read into RunSettings.preflight_numbers: the probe checks' thresholds, the probes' timeout and parallelism.
+PREFLIGHT_NUMBERS = tuple(n[0] for n in NUMBERS if n[1] == "preflight") + tuple(
+    n[0] for n in INTEGERS if n[1] == "preflight")
 NAMES = tuple(n[0] for n in NUMBERS) + tuple(n[0] for n in INTEGERS) + (
     "flodl_prebuild_dedupe", "flodl_launch_detach", "flodl_launch_forward_agent", "flodl_launch_mode",
     "flodl_preflight_require_all")

@@ -57,6 +57,14 @@ class RunSettings:
         """The value of the preflight knob ``name`` (one of knobs.PREFLIGHT_NUMBERS); None when it is unset."""
         return dict(self.preflight_numbers).get(name)
 
+    def probe_timeout(self) -> float:
+        """``flodl_preflight_timeout``: seconds one host's probe may take (30 unset; knobs refuse one not above 0)."""
+        return self.preflight_number("flodl_preflight_timeout") or 30.0
+
+    def probe_parallel(self) -> int:
+        """``flodl_preflight_max_parallel``: probes at once, at most (64 unset; knobs refuse a fraction or below 1)."""
+        return max(1, int(self.preflight_number("flodl_preflight_max_parallel") or 64))
+
     def __post_init__(self) -> None:
         _freeze(self, "prebuild_env")
 

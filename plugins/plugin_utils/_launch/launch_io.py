@@ -23,7 +23,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._launch import launc
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import FILE_MODE, PRIVATE_DIR_MODE, make_dirs
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils._files.logsink import LogSink
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import GPU_COUNT_SCRIPT, parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import GPU_COUNT_SCRIPT, parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils._files.safe_files import atomic_write, open_log
 from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import redact_bytes

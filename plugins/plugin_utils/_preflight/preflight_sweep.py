@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import GPU_COUNT_SCRIPT
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, TARGET_DIR
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import TARGET_CLUSTER_REL, path_under
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
@@ -55,7 +56,7 @@ def target_dirs(ctx: RunContext) -> tuple[str, ...]:
 
 def local_gpu_text() -> str:
     """What the GPU count printed here, or why it could not run (check_gpus says so)."""
-    ran = run_sh(pf_probe.GPU_COUNT_SCRIPT)
+    ran = run_sh(GPU_COUNT_SCRIPT)
     return ran.stdout if ran.error is None else f"could not run the GPU count: {ran.error}"
 
 

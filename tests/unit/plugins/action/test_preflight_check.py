@@ -37,6 +37,25 @@ def test_the_controllers_own_box_is_checked_without_ssh(case, run, no_ssh, tmp_p
     assert report["controller"] is True
 
 
+@pytest.mark.parametrize("given, timeout, parallel", [({}, 30.0, 64), (
+    {"flodl_preflight_timeout": "7", "flodl_preflight_max_parallel": 3}, 7.0, 3)])
+def test_the_sweep_gets_the_runs_timeout_and_parallelism(case, run, no_ssh, monkeypatch, given, timeout, parallel):
+    """One source for each: the variables as the run read them; the step has no option of its own for them."""
+    preflight = importlib.import_module("ansible_collections.flodl.cluster.plugins.action.preflight_check")
+    seen = {}
+    real = preflight.sweep.sweep
+
+    def sweep(ctx, **kwargs):
+        seen.update(timeout=kwargs["timeout"], max_parallel=kwargs["max_parallel"])
+        return real(ctx, **kwargs)
+
+    monkeypatch.setattr(preflight.sweep, "sweep", sweep)
+    loaded = case("controller_only")
+    loaded.task_vars = dict(loaded.task_vars, **given)
+    assert run(loaded)["per_host"]["ctl"]["status"] == "ok"
+    assert seen == {"timeout": timeout, "max_parallel": parallel}
+
+
 def test_the_job_artifact_is_the_result_without_the_run_model(case, run, no_ssh):
     result = run(case("controller_only"))
     artifact = result["ansible_stats"]["data"]["flodl_preflight"]
@@ -89,7 +108,8 @@ def test_require_all_fails_an_unreachable_worker_with_its_own_message(answer, fa
     loaded.task_vars["hostvars"]["gpu-b"]["flodl_local_devices"] = [0]  # this machine has no GPU
     if answer is not None:  # a survey answer is a string, blank when unanswered
         loaded.task_vars["flodl_preflight_require_all"] = answer
-    loaded.args = {"phases": ["preflight"], "timeout": 20}
+    loaded.task_vars["flodl_preflight_timeout"] = 20
+    loaded.args = {"phases": ["preflight"]}
     monkeypatch.setenv("FAKE_SSH_DOWN", "192.0.2.13")  # gpu-c
     result = run_case(ACTION, loaded)
     assert result["per_host"]["gpu-b"]["status"] == "ok", result["per_host"]

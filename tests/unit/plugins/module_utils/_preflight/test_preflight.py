@@ -19,11 +19,13 @@ from ansible_collections.flodl.cluster.plugins.module_utils._preflight import pr
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight.preflight_findings import (
     ERROR,
-    NOTE,
     WARNING,
-    check_abi,
-    check_data_path,
 )
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import check_abi
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import check_data_path
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
 
 GLIBC_BANNER = "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36"
 
@@ -178,7 +180,7 @@ def test_probe_script_really_runs_under_sh(tmp_path: Path) -> None:
     out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(data), abi=True, gpus=True)))
     assert out.complete and out.dir_ok is True and out.read_ok is True
     assert out.uname and out.pkill in ("present", "absent")
-    assert pf_probe.parse_gpu_counts(out.gpus or "") == (0, 0) or out.gpus
+    assert parse_gpu_counts(out.gpus or "") == (0, 0) or out.gpus
 
 
 def test_probe_script_reports_a_missing_dir(tmp_path: Path) -> None:
@@ -208,7 +210,7 @@ def test_parse_full_output() -> None:
     assert out.complete
     assert (out.dir_ok, out.read_ok) == (True, True)
     assert out.uname == "x86_64" and out.ldd == GLIBC_BANNER and out.pkill == "present"
-    assert pf_probe.parse_gpu_counts(out.gpus or "") == (2, 0)
+    assert parse_gpu_counts(out.gpus or "") == (2, 0)
 
 
 def test_parse_zero_sentinels_are_false() -> None:
@@ -254,13 +256,13 @@ def test_parse_crlf() -> None:
     [("2 0", (2, 0)), ("0 4\n", (0, 4)), ("junk\n\n1 1\n\n", (1, 1)), ("  3   0  ", (3, 0))],
 )
 def test_gpu_counts_last_non_empty_line(text: str, expected: tuple[int, int]) -> None:
-    assert pf_probe.parse_gpu_counts(text) == expected
+    assert parse_gpu_counts(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "2", "2 0 1", "a b", "-1 0", "2 0\nnot numbers"])
 def test_gpu_counts_anything_else_is_an_error(text: str) -> None:
     with pytest.raises(ValueError):
-        pf_probe.parse_gpu_counts(text)
+        parse_gpu_counts(text)
 
 
 def _worker(host: str = "h1", devices: object = "all", arch: str | None = "precompiled/cu128", **extra: object) -> Worker:
@@ -301,13 +303,13 @@ def test_check_gpus_unparseable_is_an_error() -> None:
 
 
 def test_pkill_absent_warns() -> None:
-    f = pf_findings.check_pkill("h", "absent")
+    f = check_pkill("h", "absent")
     assert f is not None and f.level == WARNING and "pkill" in f.message
 
 
 @pytest.mark.parametrize("answer", ["present", "", None, "garbled"])
 def test_pkill_only_explicit_absent_warns(answer: str | None) -> None:
-    assert pf_findings.check_pkill("h", answer) is None
+    assert check_pkill("h", answer) is None
 
 
 # --------------------------------------------------------------------------

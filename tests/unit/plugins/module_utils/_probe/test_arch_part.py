@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import abi
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import free_space as fs
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
@@ -28,6 +29,6 @@ def test_the_build_hosts_arch_and_free_space_share_one_round_trip(tmp_path) -> N
 
 
 def test_the_workers_abi_section_starts_with_the_same_part() -> None:
-    assert pf.ABI_SCRIPT.startswith(pf.ARCH_PART + ";")
+    assert pf.ABI_SCRIPT.startswith(abi.ARCH_PART + ";")
     said = pf.parse_probe(_sh(pf.probe_script("/", abi=True, gpus=False)))
     assert said.uname == os.uname().machine and said.pkill in ("present", "absent")

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pv
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry as reg
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import data_path as dp
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import free_space as fs
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch_host as lh
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pp
@@ -92,7 +93,7 @@ H2 = cluster_model({"controller": {"host": "c", "path": "/p"},
 
 
 def test_a_worker_verdict_fails_on_its_free_space_and_reports_it() -> None:
-    stdout = (f"{pp.MARK_DIR}=1\n{pp.MARK_READ}=1\n{fs.MARK_FREE}={GB // 4} /tmp/small\n{pp.MARK_END}\n")
+    stdout = (f"{dp.MARK_DIR}=1\n{dp.MARK_READ}=1\n{fs.MARK_FREE}={GB // 4} /tmp/small\n{pp.MARK_END}\n")
     report = pv.evaluate_remote(H2, data_path="/tmp/small", declared=True, prebuild=False,
                                 build_arch=None, returncode=0, stdout=stdout, checks=_armed(1.0))
     assert report["status"] == pv.STATUS_ERROR and report["data_path"]["free_gb"] == 0.25

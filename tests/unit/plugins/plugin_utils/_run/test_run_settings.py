@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.model import cluster_model
+from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import PREFLIGHT_CHECK
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunContext, RunSettings, from_model, to_model
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_handoff import run_fingerprint
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.run_rules import RUN_VARS
@@ -73,6 +74,20 @@ def test_the_preflight_knobs_are_read_generically_and_carried() -> None:
     for wrong in ([["flodl_preflight_min_free_gb", "0.5"]], [["x", 1, 2]], {"x": 1}, [[1, 2.0]]):
         model["context"]["settings"]["preflight_numbers"] = wrong
         assert from_model(model, ["preflight"], True, "fp", None) is None, wrong
+
+
+@pytest.mark.parametrize("values, timeout, parallel", [
+    ({}, 30.0, 64), ({"flodl_preflight_timeout": "12", "flodl_preflight_max_parallel": "8"}, 12.0, 8),
+    ({"flodl_preflight_timeout": 5, "flodl_preflight_max_parallel": 2}, 5.0, 2),
+    ({"flodl_preflight_timeout": " ", "flodl_preflight_max_parallel": ""}, 30.0, 64)])
+def test_the_probes_timeout_and_parallelism_are_the_runs_own(values, timeout, parallel) -> None:
+    """One source: the run's value (a blank survey answer is unset), not an option the role passed beside it."""
+    settings = read_settings(values, None)
+    assert settings.probe_timeout() == timeout and settings.probe_parallel() == parallel
+
+
+def test_the_preflight_step_takes_no_timeout_or_parallelism_option() -> None:
+    assert not {"timeout", "max_parallel"} & set(PREFLIGHT_CHECK["argument_spec"])
 
 
 def test_the_fingerprint_covers_the_preflight_knobs() -> None:
