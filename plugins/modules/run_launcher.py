@@ -82,7 +82,7 @@ options:
   project_dir:
     description:
       - For O(detach), the project directory whose C(target/cluster/runs/) records the detached run, so that
-        M(flodl.cluster.status) and teardown find it. When unset, O(chdir).
+        the C(flodl.cluster.status) and C(flodl.cluster.teardown) playbooks find it. When unset, O(chdir).
       - With O(prepared_var), the run's project directory (C(flodl_project_dir), else the controller's path); the
         two are mutually exclusive.
     type: path

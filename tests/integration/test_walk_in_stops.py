@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import ansible_bin
 from test_launch import PLAYBOOKS, copy_project, project_vars, rank_processes, worker_vars
-from test_runner import WORKERS, _host_results, _once_true, _private_data_dir, _project, _run, _runner, _survey
+from play_output import runner_hosts
+from test_runner import WORKERS, _once_true, _private_data_dir, _project, _run, _runner, _survey
 from test_walk_in import _launchers
 
 START_TASK = "Launch | Start this worker's walk-in agent"
@@ -170,7 +171,7 @@ def test_a_runner_cancel_mid_walk_in_leaves_nothing_on_the_workers_or_here(runne
         assert FOLLOW_TASK in begun and COLLECT_TASK not in begun, sorted(t for t in begun if t)
         # Each worker's own host result: its preflight, and its agent started over its own connection.
         for task in ("Preflight | Result of this worker", START_TASK):
-            assert _host_results(r, "runner_on_ok", task) == set(WORKERS), task
+            assert runner_hosts(r, "runner_on_ok", task) == set(WORKERS), task
         assert not [e for e in r.events if e.get("event") in ("runner_on_failed", "runner_on_unreachable")]
         assert at_cancel["launchers"] and at_cancel["watchers"], at_cancel  # what must go was there
         assert all(len(found) >= 2 for found in at_cancel["on_workers"].values()), at_cancel["on_workers"]
