@@ -60,12 +60,14 @@ def _status(findings: Sequence[Finding], reached: bool = True) -> str:
     return STATUS_OK
 
 
+# A finding's level -> the report list that carries its message.
+_LISTS = {ERROR: "errors", WARNING: "warnings", NOTE: "notes"}
+
+
 def _report(host: str, findings: Sequence[Finding], **fields: Any) -> dict[str, Any]:
     report: dict[str, Any] = {"host": host}
     report.update(fields)
-    report["errors"] = [f.message for f in findings if f.level == ERROR]
-    report["warnings"] = [f.message for f in findings if f.level == WARNING]
-    report["notes"] = [f.message for f in findings if f.level == NOTE]
+    report.update({key: [f.message for f in findings if f.level == level] for level, key in _LISTS.items()})
     return report
 
 
@@ -111,7 +113,7 @@ def controller_report(host: str, path: str, declared: bool, is_dir: bool, readab
 def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> None:
     """Findings about another host added to ``report`` (the build host's to the controller's), its status with them."""
     for finding in findings:
-        report[{ERROR: "errors", WARNING: "warnings"}.get(finding.level, "notes")].append(finding.message)
+        report[_LISTS[finding.level]].append(finding.message)
         report["status"] = STATUS_ERROR if report["errors"] else report["status"]
 
 
