@@ -12,6 +12,8 @@ from ansible.utils.display import Display
 from ansible_collections.flodl.cluster.plugins.module_utils._run.action_specs import LAUNCH_STATUS
 from ansible_collections.flodl.cluster.plugins.module_utils._launch import detached as dt
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.live_ranks import running_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._core.phase_result import entry
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import launcher_argv
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
@@ -69,11 +71,11 @@ class ActionModule(ActionBase):
         per_host = {ctx.inventory_names.get(h, h): entry("skipped", f"reached by Ansible's {c} connection, not "
                                                          "ssh: its ranks were not counted")
                     for h, c in ctx.ansible_only.items() if h in bins}
-        jobs = {h: launcher_argv(workers[h], runlock.running_script(b), project_root=ctx.project_dir,
+        jobs = {h: launcher_argv(workers[h], running_script(b), project_root=ctx.project_dir,
                                  connect_timeout=ctx.connect_timeout)
                 for h, b in bins.items() if h not in ctx.ansible_only}
         for host, res in run_parallel(jobs).items():
-            count = runlock.parse_running(res.stdout) if res.ok else None
+            count = parse_probe(res.stdout).running if res.ok else None
             name = ctx.inventory_names.get(host, host)
             if count is None:
                 per_host[name] = entry("unreachable", f"could not ask {host} ({res.error or res.returncode})")

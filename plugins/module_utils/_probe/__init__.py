@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one probe protocol: the preflight probe's script and its one parser and statuses, the registry of probe
 checks every host runs (the threshold-style free space; the data path, and the parts a condition turns on: CPU
-arch, libc, pkill, project checkout, GPU count), and the launch host's session script (run lock, identity, data path, GPU count,
+arch, libc, pkill, project checkout, GPU count, live ranks), and the launch host's session script (run lock, identity, data path, GPU count,
 reach).
 May import: ``_run`` and the wings below it.
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.flodl.cluster.plugins.module_utils._probe import abi, data_path, free_space, gpu_count, pkill, project_checkout
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import (
+    abi, data_path, free_space, gpu_count, live_ranks, pkill, project_checkout)
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Finding, ProbeCheck, ProbePart
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 
 CHECKS: tuple[ProbeCheck[Any], ...] = (free_space.CHECK,)
 PARTS: tuple[ProbePart[Any], ...] = (data_path.DIR, data_path.READ, project_checkout.PART, abi.ARCH, abi.LIBC,
-                                     pkill.PART, gpu_count.PART)
+                                     pkill.PART, gpu_count.PART, live_ranks.PART)
 
 
 def line_part(line: str) -> tuple[ProbePart[Any], str] | None:

@@ -80,6 +80,7 @@ class ProbeOutput:
     ldd: str | None = None
     pkill: str | None = None
     gpus: str | None = None
+    running: int | None = None  # live_ranks: processes of this project's rank binary; None when not asked
     answers: dict[str, Any] = field(default_factory=dict)  # probe check name -> its parsed answer, when printed
     complete: bool = False
     sections: dict[str, list[str]] = field(default_factory=dict)

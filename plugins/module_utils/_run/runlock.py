@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: flodl.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One run of a project at a time: the lock record, its staleness, and the "is it running?" probe.
+"""One run of a project at a time: the lock record, its staleness, and the refusal.
 
 A second start on the same hosts is worse than a refusal: the launcher's pre-spawn cleanup stops
 every process of the same binary path, so it kills the first run's ranks. Pure parts only; the
-caller writes the lock (exclusively, see safe_files.create_exclusive), adds
-:func:`running_script` to the preflight probe, and refuses with :func:`refusal_message`.
+caller writes the lock (exclusively, see safe_files.create_exclusive), adds the live-rank part
+(module_utils._probe.live_ranks) to the preflight probe, and refuses with :func:`refusal_message`.
 
 The lock file is never trusted: it lives in a shared project and anyone may have written it.
 
@@ -40,8 +40,6 @@ MIN_TTL = 5
 MAX_TTL = 86400
 TTL_VARIABLE = "flodl_run_lock_ttl"
 OVERRIDE_VARIABLE = "flodl_run_lock"
-MARK_RUNNING = "__FLODL_RUNNING__"
-
 _STR_FIELDS = ("run_id", "controller_host", "project", "user")
 # Optional fields (a record of an earlier version has none): where the pid means something, and who started it.
 _OPTIONAL_FIELDS = ("space", "pid_start", "origin")
@@ -219,37 +217,6 @@ def stale_reason(
     if lease_age is not None and lease_age > record.lease:
         return (f"its lease was last renewed {int(lease_age)} s ago, over its {record.lease} s: the run on "
                 f"{record.controller_host} ended without releasing it (killed, or cut off)")
-    return None
-
-
-def running_script(binary: str) -> str:
-    """POSIX sh printing ``__FLODL_RUNNING__=<n>``: processes whose executable is ``binary``.
-
-    Reads /proc/<pid>/exe (so the probe's own command line, which holds the path, never counts),
-    including a binary replaced on disk since it started (`` (deleted)``). Two processes in all:
-    ``ls`` and ``awk``. The path travels in the environment, so no character of it is parsed by
-    awk or by a pattern.
-    """
-    if not binary.startswith("/") or any(ch in binary for ch in "\n\r\0"):
-        raise ValueError("running_script needs an absolute path without newlines or NUL")
-    awk = (
-        'BEGIN{s=" -> " ENVIRON["FLODL_RUNNING_BIN"]; d=s " (deleted)"; n=0} '
-        "{l=length($0); if (substr($0, l-length(s)+1) == s || substr($0, l-length(d)+1) == d) n++} "
-        f'END{{print "{MARK_RUNNING}=" n}}'
-    )
-    return (
-        "LC_ALL=C ls -l /proc/[0-9]*/exe 2>/dev/null "
-        f"| FLODL_RUNNING_BIN={always_quote(binary)} awk {always_quote(awk)}"
-    )
-
-
-def parse_running(stdout: str) -> int | None:
-    """The count from :func:`running_script`'s marker line; None when absent or garbled."""
-    for line in (stdout or "").splitlines():
-        text = line.strip()
-        if text.startswith(MARK_RUNNING + "="):
-            count = text[len(MARK_RUNNING) + 1:]
-            return int(count) if count.isdigit() else None
     return None
 
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.live_ranks import running_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh import remote_launch
@@ -88,8 +90,9 @@ class LaunchFollows:
         return []
 
     def probe_suffix(self, host: str) -> str:
-        """Added to a worker's probe: is another run's rank of this project already running there?"""
-        return "; " + runlock.running_script(self.live[host]) if host in self.live else ""
+        """Added to a worker's probe: is another run's rank of this project already running there (the registry's
+        live-rank part, module_utils._probe.live_ranks)?"""
+        return "; " + running_script(self.live[host]) if host in self.live else ""
 
     def finish(self, timeout: float) -> lhio.SessionResult | None:
         """The launch host's answers, read once the workers answered."""
@@ -105,7 +108,7 @@ class LaunchFollows:
             report["errors"].append(remote_launch.unreachable_from_launch_host(
                 launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
             report["status"] = STATUS_ERROR
-        running = runlock.parse_running(res.stdout) if host in self.live and res.ok else None
+        running = parse_probe(res.stdout).running if host in self.live and res.ok else None
         if running:
             report["errors"].append(runlock.refusal_message(self._ctx.project_dir, {host: running}))
             report["status"] = STATUS_ERROR

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.live_ranks import MARK_RUNNING
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import binary_subpath
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
@@ -62,7 +63,7 @@ def test_a_run_with_a_launch_takes_the_lock_checks_for_live_ranks_and_keeps_the_
     assert {e["status"] for e in result["per_host"].values()} == {"ok"}, result["per_host"]
     assert (project / runlock.LOCK_FILE_REL).is_file()  # taken here, for this ansible-playbook run
     probes = _probes(ssh_log)
-    assert len(probes) == 2 and all(runlock.MARK_RUNNING in p for p in probes), probes  # gpu-b and gpu-c
+    assert len(probes) == 2 and all(MARK_RUNNING in p for p in probes), probes  # gpu-b and gpu-c
     control_dir = result[sshreuse_io.RESULT_KEY]  # the launcher's fan-out reuses the probes' masters
     assert all(f"ControlPath={control_dir}/" in p for p in probes), probes
     assert os.path.isdir(control_dir) and lhio.RESULT_KEY not in result  # no launch host
@@ -155,4 +156,4 @@ def test_with_a_launch_host_its_session_answers_for_the_controller(run_with_laun
     assert result["controller"]["launch_host"] == "gpu-b"
     # The launcher runs there: no masters are kept here for it. With the run lock off, no probe asks for live ranks.
     assert sshreuse_io.RESULT_KEY not in result
-    assert not any(runlock.MARK_RUNNING in p for p in _probes(ssh_log))
+    assert not any(MARK_RUNNING in p for p in _probes(ssh_log))

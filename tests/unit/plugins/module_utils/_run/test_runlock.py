@@ -2,10 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import time
 
 import pytest
 
@@ -139,64 +135,6 @@ def test_lease_fields_round_trip_and_are_checked():
         assert record is None and why in problem
     record, problem = rl.parse_lock(json.dumps({**body, "space": ""}))  # a launch host without /proc
     assert problem is None and record.space is None
-
-
-# ------------------------------------------------------------ the probe snippet, run for real
-
-
-def test_parse_running():
-    assert rl.parse_running("noise\n__FLODL_RUNNING__=3\n") == 3
-    assert rl.parse_running("__FLODL_RUNNING__=x\n") is None
-    assert rl.parse_running("") is None
-
-
-@pytest.mark.parametrize("bad", ["relative/train", "/a\nb", "/a\0b"])
-def test_running_script_refuses_unsafe_paths(bad):
-    with pytest.raises(ValueError):
-        rl.running_script(bad)
-
-
-def _count(binary: str) -> int | None:
-    proc = subprocess.run(["sh", "-c", rl.running_script(binary)], capture_output=True, text=True, timeout=30,
-                          check=False)
-    return rl.parse_running(proc.stdout)
-
-
-@pytest.fixture
-def fake_rank(tmp_path):
-    """A copy of sleep at a path with a quote, a space and awk/glob metacharacters in it."""
-    directory = tmp_path / "it's a \"proj\" [x]*$HOME"
-    directory.mkdir()
-    binary = directory / "train"
-    shutil.copy(shutil.which("sleep"), binary)
-    procs = [subprocess.Popen([str(binary), "30"]) for unused in range(2)]
-    time.sleep(0.2)
-    yield str(binary), procs
-    for p in procs:
-        p.kill()
-        p.wait()
-
-
-def test_running_script_counts_processes_of_that_binary(fake_rank):
-    binary, procs = fake_rank
-    assert _count(binary) == 2
-    # A prefix of the path, or a sibling, is another binary.
-    assert _count(binary[:-1]) == 0
-    assert _count(binary + "2") == 0
-    procs[0].kill()
-    procs[0].wait()
-    assert _count(binary) == 1
-
-
-def test_running_script_sees_a_binary_replaced_on_disk(fake_rank):
-    binary, dummy = fake_rank
-    os.unlink(binary)
-    assert _count(binary) == 2
-
-
-def test_running_script_ignores_its_own_command_line(tmp_path):
-    # The probe's argv holds the path; only real executables count.
-    assert _count(str(tmp_path / "train")) == 0
 
 
 # ------------------------------------------------------------ the refusal
