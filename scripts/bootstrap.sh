@@ -54,9 +54,9 @@ find_python() {
   return 1
 }
 
-# uv builds the venvs: on this 2-CPU machine, the 2.19 venv takes uv about 5 s and pip about 75 s (pip
-# byte-compiles every file it unpacks, the `ansible` package's thousands included; uv leaves that to the first
-# import). uv comes from PyPI through pip, into a venv of its own. uv reads no pip.conf: it asks PyPI itself.
+# uv builds the venvs: on this 2-CPU machine, the 2.19 venv takes uv about 5 s, and 17 s more to byte-compile
+# all but the `ansible` package's collections, against pip's 77 s (bench/README.md, "Stop 38"). uv comes from
+# PyPI through pip, into a venv of its own. uv reads no pip.conf: it asks PyPI itself.
 UV="$VENV_DIR/uv/bin/uv"
 UV_WANT='uv>=0.9,<1'
 export UV_LINK_MODE=copy  # the cache and the venvs may sit on two file systems: no "failed to hardlink" warning
@@ -93,6 +93,11 @@ make_venv() {
   # --seed: pip in the venv too, for ansible-test's --requirements.
   "$UV" venv -q --seed --python "$python" "$venv"
   "$UV" pip install -q --python "$venv/bin/python" "$@"
+  # Byte-compiled here, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine sets it), no import writes
+  # a .pyc, and every Ansible process would compile ansible-core anew. Not the `ansible` package's collections
+  # (15,000 files for awx.awx, of which ansible-lint imports a few): a third of the time for 4,000 files.
+  "$venv/bin/python" -m compileall -q -j 0 -x '/ansible_collections/' \
+    "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
   echo "$want" > "$stamp"
 }
 
