@@ -96,8 +96,9 @@ make_venv() {
   # Byte-compiled here, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine sets it), no import writes
   # a .pyc, and every Ansible process would compile ansible-core anew. Not the `ansible` package's collections
   # (15,000 files for awx.awx, of which ansible-lint imports a few): a third of the time for 4,000 files.
-  "$venv/bin/python" -m compileall -q -j 0 -x '/ansible_collections/' \
-    "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
+  local site
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  "$venv/bin/python" -m compileall -q -j 0 -x "^$site/ansible_collections/" "$site" >/dev/null
   echo "$want" > "$stamp"
 }
 

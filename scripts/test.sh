@@ -14,7 +14,7 @@
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
 #   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
-#                                       part, then molecule, runs beside the unit and lint parts)
+#                                       part, then molecule, and the unit part run beside the lint part)
 #   FLODL_COVERAGE_LINE=2.21            the line whose unit tests run under coverage.py (2.19)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
@@ -148,19 +148,25 @@ molecule_part() {
 # output is printed whole when they end); the execution environment comes last, its image build a step of
 # its own, timed apart.
 integration_lane=""
+unit_lane=""
 if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
-  # A process group of its own (set -m), so that an interrupted suite stops all of it, by that group.
+  # Process groups of their own (set -m), so that an interrupted suite stops all of it, by those groups.
   set -m
   # Molecule follows in the same lane: like the integration tests it mostly waits on namespace hosts, and
   # there it runs beside the end of ansible-test sanity instead of after it.
   { integration_part; molecule_part; } >"$REPORTS/integration-part.log" 2>&1 &
   integration_lane=$!
+  # The unit tests mostly wait too (their own timeouts, sleeps and processes): the lint steps do not wait
+  # for them, and they do not wait for the lint steps.
+  step "unit tests started beside the lint part (their output follows when they end)"
+  per_line "unit" unit_line @LINE@ >"$REPORTS/unit-part.log" 2>&1 &
+  unit_lane=$!
   set +m
-  trap 'kill -TERM -- "-$integration_lane" 2>/dev/null; exit 130' INT TERM
+  trap 'kill -TERM -- "-$integration_lane" "-$unit_lane" 2>/dev/null; exit 130' INT TERM
 fi
 
-if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
+if [ -z "$unit_lane" ] && { [ "$WHAT" = all ] || [ "$WHAT" = unit ]; }; then
   per_line "unit" unit_line @LINE@
 fi
 
@@ -209,6 +215,10 @@ if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ -z "$integration_lane" ]; 
   molecule_part
 fi
 
+if [ -n "$unit_lane" ]; then
+  wait "$unit_lane"
+  cat "$REPORTS/unit-part.log"
+fi
 if [ -n "$integration_lane" ]; then
   wait "$integration_lane"
   cat "$REPORTS/integration-part.log"
