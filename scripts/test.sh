@@ -14,7 +14,7 @@
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
 #   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
-#                                       part and the unit part run beside the lint part, then molecule)
+#                                       part, then molecule, and the unit part run beside the lint part)
 #   FLODL_COVERAGE_LINE=2.21            the line whose unit tests run under coverage.py (2.19)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
@@ -153,8 +153,9 @@ if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # Process groups of their own (set -m), so that an interrupted suite stops all of it, by those groups.
   set -m
-  # Molecule runs after the lint steps, beside the end of this lane, which is the longest.
-  integration_part >"$REPORTS/integration-part.log" 2>&1 &
+  # Molecule follows in the same lane: like the integration tests it mostly waits on namespace hosts, and
+  # there it runs beside the end of ansible-test sanity instead of after it.
+  { integration_part; molecule_part; } >"$REPORTS/integration-part.log" 2>&1 &
   integration_lane=$!
   # The unit tests mostly wait too (their own timeouts, sleeps and processes): the lint steps do not wait
   # for them, and they do not wait for the lint steps.
@@ -210,8 +211,7 @@ run_ee() {
   echo "EE job step: $((SECONDS - started)) s"
 }
 
-# Molecule after the lint steps: beside the integration part, the longest, rather than after it.
-if [ "$WHAT" = molecule ] || [ "$WHAT" = all ]; then
+if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ -z "$integration_lane" ]; }; then
   molecule_part
 fi
 
