@@ -8,10 +8,8 @@ any build. Pure functions only.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import ERROR, Finding, ProbePart
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import ERROR, Finding, ProbePart, first_line
 
 MARK_PROJECT = "__FLODL_PROJECT__"
 
@@ -21,11 +19,6 @@ def project_script(path: str) -> str:
     q = posix_quote(path)
     return (f"if [ -d {q} ]; then if [ -x {q} ]; then echo {MARK_PROJECT}=1; else echo {MARK_PROJECT}=2; fi; "
             f"else echo {MARK_PROJECT}=0; fi")
-
-
-def parse_project(texts: Sequence[str]) -> str:
-    """``1``, ``2`` or ``0`` as the script printed it after its mark."""
-    return texts[0].strip() if texts else ""
 
 
 def check_project_path(host: str, path: str, answer: str | None) -> Finding | None:
@@ -44,5 +37,6 @@ def check_project_path(host: str, path: str, answer: str | None) -> Finding | No
     )
 
 
+# Its answer (``1``, ``2`` or ``0``) is the line after its mark, as the probe printed it.
 PART: ProbePart[str] = ProbePart(name="project", mark=MARK_PROJECT, section=False, part=project_script,
-                                 parse=parse_project)
+                                 parse=first_line)
