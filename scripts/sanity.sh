@@ -5,7 +5,8 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LINE="${1:-2.19}"
-VENV="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}/ansible-$LINE"
+VENV_DIR="${FLODL_VENV_DIR:-$REPO_ROOT/.venv}"
+VENV="$VENV_DIR/ansible-$LINE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 # Outside the checkout: inside it, ansible-test would ask git for the file
 # list and find the (git-ignored) copy empty.
@@ -24,6 +25,14 @@ for version in 24.2 25.2 25.3 26.0; do
   dest="$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
   cp "$REPO_ROOT/scripts/ansible-test-get-pip.py" "$dest.$$" && mv -f "$dest.$$" "$dest"
 done
+
+# The stand-in installs each sanity venv's pip with uv when uv is on PATH (scripts/bootstrap.sh puts it in
+# the venv dir): a directory holding uv alone, so that the uv venv's python and pip shadow nothing.
+if [ -x "$VENV_DIR/uv/bin/uv" ]; then
+  mkdir -p "$TOP/uv-bin"
+  ln -s "$VENV_DIR/uv/bin/uv" "$TOP/uv-bin/uv"
+  PATH="$TOP/uv-bin:$PATH"
+fi
 
 mkdir -p "$WORK"
 rsync -a \
