@@ -114,7 +114,16 @@ def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> None:
     """Findings about another host added to ``report`` (the build host's to the controller's), its status with them."""
     for finding in findings:
         report[_LISTS[finding.level]].append(finding.message)
-        report["status"] = STATUS_ERROR if report["errors"] else report["status"]
+    restatus(report)
+
+
+def restatus(report: dict[str, Any]) -> None:
+    """``report``'s status after messages were added to its lists: an error fails it, a warning turns ``ok`` into
+    ``warning``; a worse status stays."""
+    if report["errors"]:
+        report["status"] = STATUS_ERROR
+    elif report["warnings"] and report["status"] == STATUS_OK:
+        report["status"] = STATUS_WARNING
 
 
 def evaluate_remote(

@@ -79,7 +79,7 @@ def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> d
         report["launch_host"] = launch.host
         report["errors"] = [*launch.errors, *report["errors"]]
         report["warnings"] = [*launch.warnings, *report["warnings"]]
-        report["status"] = pf_verdict.STATUS_ERROR if report["errors"] else report["status"]
+        pf_verdict.restatus(report)
     report["controller"] = True
     return report
 
