@@ -67,5 +67,7 @@ def check_abi(host: str, build_arch: str, remote_uname: str, remote_ldd: str) ->
     return None
 
 
-ARCH: ProbePart[str] = ProbePart(name="uname", mark=MARK_ABI, section=True, part=arch_part, parse=first_line)
-LIBC: ProbePart[str] = ProbePart(name="ldd", mark=MARK_LDD, section=True, part=libc_part, parse=first_line)
+ARCH: ProbePart[str] = ProbePart(name="uname", mark=MARK_ABI, section=True, parse=first_line,
+                                 asked=lambda ask: arch_part() if ask.arch or ask.prebuilt else None)
+LIBC: ProbePart[str] = ProbePart(name="ldd", mark=MARK_LDD, section=True, parse=first_line,
+                                 asked=lambda ask: libc_part() if ask.prebuilt else None)

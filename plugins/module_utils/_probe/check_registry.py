@@ -3,12 +3,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The registry of probe checks (module_utils._probe.probe_check), and what every host runs of it.
 
-``PARTS``: the checks their own condition turns on, each a mark, an sh part and a parser defined once
-(preflight_probe.parse_probe reads every one of them). ``CHECKS``: the threshold-style checks, below.
+``PARTS``: the checks what a probe asks (a ``probe_check.Ask``) turns on, each a mark, an sh part and a parser
+defined once (preflight_probe.parse_probe reads every one of them). ``CHECKS``: the threshold-style checks, below.
 
-The workers' probe, the launch host's session, the controller's local run and the build host's probe append the
-armed checks' parts (:func:`parts`); the one parser fills each answer (:func:`answer`); every verdict calls the
-armed checks' judges (:func:`findings`). Adding a check: its module here in ``_probe``, a line in ``CHECKS``, its
+The workers' probe, the launch host's session, the controller's local run and the build host's probe are each
+:func:`scripts` of what they ask, with the armed checks' parts; the one parser fills each answer (:func:`answer`);
+every verdict calls the armed checks' judges (:func:`findings`). Adding a check: its module here in ``_probe``, a line in ``CHECKS``, its
 knob in module_utils._run.knobs.NUMBERS (phase preflight) and in the preflight role's argument spec.
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import (
     abi, data_path, free_space, gpu_count, live_ranks, pkill, project_checkout)
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Finding, ProbeCheck, ProbePart
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (
+    Armed, Ask, Finding, ProbeCheck, ProbePart)
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 
 CHECKS: tuple[ProbeCheck[Any], ...] = (free_space.CHECK,)
@@ -45,9 +46,12 @@ def armed(settings: RunSettings, place: str) -> tuple[Armed, ...]:
     return tuple(Armed(check, value) for check, value in found if value is not None and value > 0)
 
 
-def parts(paths: Sequence[str], checks: Sequence[Armed]) -> list[str]:
-    """The armed checks' sh parts, each measuring the first of ``paths`` that is a directory."""
-    return [a.check.part(tuple(paths)) for a in checks]
+def scripts(ask: Ask, checks: Sequence[Armed] = (), paths: Sequence[str] | None = None) -> list[str]:
+    """The sh parts ``ask`` turns on, in ``PARTS`` order, then the armed ``checks``' parts, each measuring the first
+    of ``paths`` that is a directory (by default the asked data path)."""
+    where = tuple(paths) if paths is not None else tuple(p for p in (ask.data_path,) if p is not None)
+    asked = (part.asked(ask) for part in PARTS)
+    return [*(s for s in asked if s is not None), *(a.check.part(where) for a in checks)]
 
 
 def answer(line: str) -> tuple[str, Any] | None:

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The data path (``flodl_data_path``, else the convention ``/flodl/data``): is it a directory, is it readable.
 
-One script prints two marks, each read by its own probe part (``DIR``, ``READ``); every host runs it (the workers,
-the launch host in its session, the controller here). Its answers also tell whether a probe answered at all, so
+Two probe parts, each printing its own mark (``DIR``, ``READ``); every host runs them (the workers, the launch host
+in its session, the controller here). Its answers also tell whether a probe answered at all, so
 a probe without them is incomplete (module_utils._preflight.preflight_verdict). Pure functions only.
 """
 from __future__ import annotations
@@ -19,13 +19,16 @@ MARK_DIR = "__FLODL_DP_DIR__"
 MARK_READ = "__FLODL_DP_READ__"
 
 
-def data_path_script(path: str) -> str:
-    """Directory and readability sentinels for the effective data path."""
+def dir_script(path: str) -> str:
+    """``1`` when the effective data path is a directory, else ``0``."""
     q = posix_quote(path)
-    return (
-        f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi; "
-        f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
-    )
+    return f"if [ -d {q} ]; then echo {MARK_DIR}=1; else echo {MARK_DIR}=0; fi"
+
+
+def read_script(path: str) -> str:
+    """``1`` when this user can read the effective data path, else ``0``."""
+    q = posix_quote(path)
+    return f"if [ -r {q} ]; then echo {MARK_READ}=1; else echo {MARK_READ}=0; fi"
 
 
 def parse_flag(texts: Sequence[str]) -> bool | None:
@@ -60,8 +63,9 @@ def check_data_path(host: str, path: str, declared: bool, is_dir: bool, readable
     return None
 
 
-# One script, two answers: each mark is a part of its own, so the parse stays one mark, one field.
-DIR: ProbePart[bool | None] = ProbePart(name="dir_ok", mark=MARK_DIR, section=False, part=data_path_script,
-                                        parse=parse_flag)
-READ: ProbePart[bool | None] = ProbePart(name="read_ok", mark=MARK_READ, section=False, part=data_path_script,
-                                         parse=parse_flag)
+DIR: ProbePart[bool | None] = ProbePart(
+    name="dir_ok", mark=MARK_DIR, section=False, parse=parse_flag,
+    asked=lambda ask: dir_script(ask.data_path) if ask.data_path is not None else None)
+READ: ProbePart[bool | None] = ProbePart(
+    name="read_ok", mark=MARK_READ, section=False, parse=parse_flag,
+    asked=lambda ask: read_script(ask.data_path) if ask.data_path is not None else None)

@@ -44,4 +44,5 @@ def parse_gpu_counts(text: str) -> GpuCounts:
     return GpuCounts(int(fields[0]), int(fields[1]))
 
 
-PART: ProbePart[str] = ProbePart(name="gpus", mark=MARK_GPUS, section=True, part=gpu_part, parse=section_text)
+PART: ProbePart[str] = ProbePart(name="gpus", mark=MARK_GPUS, section=True, parse=section_text,
+                                 asked=lambda ask: gpu_part() if ask.gpus else None)

@@ -27,10 +27,9 @@ from typing import Any
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import SHELL_TIGHTEN_UMASK
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Ask
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.variants import GpuCounts
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part, parse_gpu_counts
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import always_quote
 
@@ -156,11 +155,11 @@ def session_script(
         held = (f"\nif [ \"$__flodl_state\" = taken ] || [ \"$__flodl_state\" = stale ]; then "
                 f"exec >/dev/null 2>&1; {renew}cat >/dev/null; kill $__flodl_renew 2>/dev/null; "
                 f"{runlock.release_script(project_dir, run_id)}; fi")
-    parts += [_IDENTITY, data_path_script(data_path), *check_registry.parts((data_path,), checks)]
+    # The parts the workers' probe runs too, asked the same way (module_utils._probe.check_registry); the reach's
+    # lines carry marks of their own, which end the GPU count's section.
+    parts += [_IDENTITY, *check_registry.scripts(Ask(data_path=data_path, gpus=gpus), checks)]
     if reach:
         parts.append(reach)
-    if gpus:  # a section: last, so that it ends at the end mark
-        parts.append(gpu_part())
     parts.append(f"echo {MARK_END}")
     return "\n".join(parts) + held
 

@@ -43,5 +43,6 @@ def parse_count(lines: Sequence[str]) -> int | None:
     return int(count) if count.isdigit() else None
 
 
-PART: ProbePart[int | None] = ProbePart(name="running", mark=MARK_RUNNING, section=False, part=running_script,
-                                        parse=parse_count)
+PART: ProbePart[int | None] = ProbePart(
+    name="running", mark=MARK_RUNNING, section=False, parse=parse_count,
+    asked=lambda ask: running_script(ask.running) if ask.running is not None else None)

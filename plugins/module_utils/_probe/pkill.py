@@ -31,4 +31,5 @@ def check_pkill(host: str, answer: str | None) -> Finding | None:
     )
 
 
-PART: ProbePart[str] = ProbePart(name="pkill", mark=MARK_PKILL, section=True, part=pkill_part, parse=first_line)
+PART: ProbePart[str] = ProbePart(name="pkill", mark=MARK_PKILL, section=True, parse=first_line,
+                                 asked=lambda ask: pkill_part() if ask.prebuilt else None)

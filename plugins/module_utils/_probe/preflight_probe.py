@@ -15,19 +15,10 @@ from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import posix_quote
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed
-# The registry's parts this probe runs (check_registry.PARTS reads them back).
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import arch_part, libc_part
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import data_path_script
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import gpu_part
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import pkill_part
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import project_script
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Armed, Ask
 
 SENTINEL_PREFIX = "__FLODL_"  # every part's marks start so; no command output does
 MARK_END = "__FLODL_END__"
-
-# The ABI section (with flodl_prebuild): arch, libc and pkill; the build host and the controller run the arch alone.
-ABI_SCRIPT = f"{arch_part()}; {libc_part()}; {pkill_part()}"
 
 # A host's preflight status: one vocabulary for workers, the launch host and the controller.
 STATUS_OK = "ok"
@@ -36,32 +27,12 @@ STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
 
 
-def probe_script(data_path: str, *, abi: bool, gpus: bool, project: str | None = None,
-                 checks: Sequence[Armed] = ()) -> str:
-    """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited.
-
-    ``checks``: the armed probe checks of the data path (module_utils._probe.check_registry.armed).
+def probe_script(ask: Ask, checks: Sequence[Armed] = (), paths: Sequence[str] | None = None) -> str:
+    """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited, read back by
+    :func:`parse_probe`. The parts ``ask`` turns on, then the armed ``checks`` (module_utils._probe.check_registry.armed)
+    on the first of ``paths`` that exists (by default the asked data path), then the end mark.
     """
-    parts = [data_path_script(data_path), *check_registry.parts((data_path,), checks)]
-    if project is not None:
-        parts.append(project_script(project))
-    if abi:
-        parts.append(ABI_SCRIPT)
-    if gpus:
-        parts.append(gpu_part())
-    parts.append(f"echo {MARK_END}")
-    return "; ".join(parts)
-
-
-def arch_script(paths: Sequence[str] = (), checks: Sequence[Armed] = ()) -> str:
-    """The CPU arch part (abi.ARCH), with the armed ``checks`` of the first of ``paths`` that exists;
-    read back with :func:`parse_probe` (``uname``, ``answers``)."""
-    return "; ".join([arch_part(), *check_registry.parts(paths, checks), f"echo {MARK_END}"])
-
-
-def checks_script(paths: Sequence[str], checks: Sequence[Armed]) -> str:
-    """The armed ``checks`` alone, on the first of ``paths`` that exists (the build host when it is this machine)."""
-    return "; ".join([*check_registry.parts(paths, checks), f"echo {MARK_END}"])
+    return "; ".join([*check_registry.scripts(ask, checks, paths), f"echo {MARK_END}"])
 
 
 def remote_command(script: str) -> str:
@@ -96,10 +67,12 @@ def parse_probe(stdout: str) -> ProbeOutput:
         found = check_registry.answer(line)
         if found is not None:
             out.answers[found[0]] = found[1]
+            current = None  # a mark ends a section, whichever part printed it
             continue
         one = check_registry.line_part(line)
         if one is not None:
             parsed[one[0].name] = one[0].parse([one[1]])
+            current = None
             continue
         if check_registry.section_part(line) is not None:
             current = line

@@ -3,9 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a probe check is: one definition that every host's probe, parse and verdict iterate over.
 
-Two kinds. A ``ProbeCheck`` is threshold-style (below); a ``ProbePart`` is a check every host runs (the data path)
-or its own condition turns on (``flodl_prebuild`` for pkill, a worker's ``flodl_path`` for its checkout): its mark,
-its sh part and its parser.
+Two kinds. A ``ProbeCheck`` is threshold-style (below); a ``ProbePart`` is a check that what a probe asks of a host
+(an ``Ask``) turns on: the data path, a worker's checkout (``flodl_path``), arch and libc and pkill
+(``flodl_prebuild``), the GPU count (``local_devices: all``), the live ranks (a launch that follows); its mark, its
+sh part and its parser.
 
 A check measures something on the first existing directory of a few paths (a sh part printing one mark line),
 reads the line back (its parser) and judges the answer against a threshold (its finding). Its knob, a number in
@@ -64,6 +65,19 @@ class Armed:
 
 
 @dataclass(frozen=True)
+class Ask:
+    """What one probe asks a host. Each part reads the field that turns it on (``ProbePart.asked``); the callers
+    fill only what they know of the host: a worker its whole entry, the build host and the controller their arch."""
+
+    data_path: Optional[str] = None  # the data path's two parts
+    project: Optional[str] = None  # the worker's checkout (flodl_path)
+    arch: bool = False  # the CPU arch alone (the build host, the controller)
+    prebuilt: bool = False  # a binary built elsewhere runs there (flodl_prebuild): arch, libc and pkill
+    gpus: bool = False  # the GPU count (local_devices: all)
+    running: Optional[str] = None  # the rank binary whose live processes are counted (a launch that follows)
+
+
+@dataclass(frozen=True)
 class ProbePart(Generic[A]):
     """A check that is not a threshold: its mark, its sh part and the parser of what the part printed.
 
@@ -75,7 +89,7 @@ class ProbePart(Generic[A]):
     name: str
     mark: str  # starts with ``__FLODL_``
     section: bool
-    part: Callable[..., str]  # sh; what it takes is the check's own (a path, or nothing)
+    asked: Callable[[Ask], Optional[str]]  # its sh part when the ask turns it on, else None
     parse: Callable[[Sequence[str]], A]
 
 

@@ -38,5 +38,5 @@ def check_project_path(host: str, path: str, answer: str | None) -> Finding | No
 
 
 # Its answer (``1``, ``2`` or ``0``) is the line after its mark, as the probe printed it.
-PART: ProbePart[str] = ProbePart(name="project", mark=MARK_PROJECT, section=False, part=project_script,
-                                 parse=first_line)
+PART: ProbePart[str] = ProbePart(name="project", mark=MARK_PROJECT, section=False, parse=first_line,
+                                 asked=lambda ask: project_script(ask.project) if ask.project is not None else None)

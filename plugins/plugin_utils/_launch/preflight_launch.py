@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.live_ranks import running_script
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH
@@ -89,10 +88,10 @@ class LaunchFollows:
             self.reuse_dir = sshreuse_io.reuse_dir_for(self._action, self._task_vars, self._ctx, self._phases)
         return []
 
-    def probe_suffix(self, host: str) -> str:
-        """Added to a worker's probe: is another run's rank of this project already running there (the registry's
-        live-rank part, module_utils._probe.live_ranks)?"""
-        return "; " + running_script(self.live[host]) if host in self.live else ""
+    def live_binary(self, host: str) -> str | None:
+        """The rank binary a worker's probe counts the live processes of (the registry's live-rank part,
+        module_utils._probe.live_ranks): is another run's rank of this project already running there?"""
+        return self.live.get(host)
 
     def finish(self, timeout: float) -> lhio.SessionResult | None:
         """The launch host's answers, read once the workers answered."""

@@ -15,7 +15,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import prefli
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import GPU_COUNT_SCRIPT
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, TARGET_DIR
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, TARGET_DIR, Ask
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import TARGET_CLUSTER_REL, path_under
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
 from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import join_posix
@@ -33,7 +33,7 @@ class LaunchFollows(Protocol):
 
     reuse_dir: Optional[str]
 
-    def probe_suffix(self, host: str) -> str: ...
+    def live_binary(self, host: str) -> Optional[str]: ...
 
     def finish(self, timeout: float) -> Optional[SessionResult]: ...
 
@@ -45,7 +45,7 @@ BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
 def local_arch() -> str:
     """This machine's CPU arch, read by the same part and parser as every other host's ("" when it said none)."""
-    return pf_probe.parse_probe(run_sh(pf_probe.arch_script()).stdout).uname or ""
+    return pf_probe.parse_probe(run_sh(pf_probe.probe_script(Ask(arch=True))).stdout).uname or ""
 
 
 def target_dirs(ctx: RunContext) -> tuple[str, ...]:
@@ -65,7 +65,7 @@ def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> d
     path, declared = effective_data_path(ctx.cluster.controller.data_path)
     checks = check_registry.armed(ctx.settings, DATA_PATH)
     if launch is None:
-        here = pf_probe.parse_probe(run_sh(pf_probe.probe_script(path, abi=False, gpus=False, checks=checks)).stdout)
+        here = pf_probe.parse_probe(run_sh(pf_probe.probe_script(Ask(data_path=path), checks)).stdout)
         report = pf_verdict.controller_report(ctx.controller_identity, path, declared, bool(here.dir_ok),
                                               bool(here.read_ok), here.answers, checks)
     elif not launch.facts.complete:
@@ -115,10 +115,9 @@ def sweep(
         plans[worker.host] = (path, declared)
         if ctx.reached_by_ansible(worker.host):
             continue  # walk_in over a non-ssh connection: flodl's ssh cannot reach it (its report says so)
-        script = pf_probe.probe_script(path, abi=ctx.prebuild, gpus=worker.all_devices,
-                                       project=worker.path or None, checks=checks)
-        if follow is not None:
-            script += follow.probe_suffix(worker.host)
+        ask = Ask(data_path=path, project=worker.path or None, prebuilt=ctx.prebuild, gpus=worker.all_devices,
+                  running=follow.live_binary(worker.host) if follow is not None else None)
+        script = pf_probe.probe_script(ask, checks)
         jobs[worker.host] = probe_argv(with_reuse(worker.document, reuse_dir), pf_probe.remote_command(script),
                                        ctx.project_dir)
     warnings: list[str] = []
@@ -142,7 +141,7 @@ def sweep(
                 f"{check_registry.unanswered(target_checks)}. Make it reachable over ssh."
             )
     elif target_checks and build_host_argv is None:
-        here = run_sh(pf_probe.checks_script(target_dirs(ctx), target_checks))
+        here = run_sh(pf_probe.probe_script(Ask(), target_checks, target_dirs(ctx)))
         build_answers = pf_probe.parse_probe(here.stdout).answers
 
     launch = follow.finish(timeout) if follow is not None else None
@@ -190,6 +189,6 @@ def build_host_arch(action: Any, task_vars: Mapping[str, Any], ctx: RunContext,
     checks = check_registry.armed(ctx.settings, TARGET_DIR)
     if given and not checks:
         return given, None
-    script = pf_probe.remote_command(pf_probe.arch_script(target_dirs(ctx), checks))
+    script = pf_probe.remote_command(pf_probe.probe_script(Ask(arch=True), checks, target_dirs(ctx)))
     target = {"host": ctx.build_host, "ssh": ssh_block_of(action, task_vars, ctx.build_host)}
     return given, probe_argv(target, script, ctx.project_dir)

@@ -25,7 +25,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe.abi import ch
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.data_path import check_data_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import check_pkill
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE, Ask
 
 GLIBC_BANNER = "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36"
 
@@ -134,7 +134,7 @@ def test_data_path_messages_name_host_and_fix() -> None:
 
 
 def test_probe_script_data_path_only_without_prebuild() -> None:
-    s = pf_probe.probe_script("/flodl/data", abi=False, gpus=False)
+    s = pf_probe.probe_script(Ask(data_path="/flodl/data"))
     assert s.startswith(
         "if [ -d /flodl/data ]; then echo __FLODL_DP_DIR__=1; else echo __FLODL_DP_DIR__=0; fi; "
         "if [ -r /flodl/data ]; then echo __FLODL_DP_READ__=1; else echo __FLODL_DP_READ__=0; fi"
@@ -144,7 +144,7 @@ def test_probe_script_data_path_only_without_prebuild() -> None:
 
 
 def test_probe_script_abi_section_matches_contract() -> None:
-    s = pf_probe.probe_script("/d", abi=True, gpus=False)
+    s = pf_probe.probe_script(Ask(data_path="/d", prebuilt=True))
     assert (
         "echo __FLODL_ABI__; uname -m; echo __FLODL_LDD__; ldd --version 2>&1 | head -1; "
         "echo __FLODL_PKILL__; command -v pkill >/dev/null 2>&1 && echo present || echo absent"
@@ -152,7 +152,7 @@ def test_probe_script_abi_section_matches_contract() -> None:
 
 
 def test_probe_script_gpu_section_is_the_contract_script() -> None:
-    s = pf_probe.probe_script("/d", abi=False, gpus=True)
+    s = pf_probe.probe_script(Ask(data_path="/d", gpus=True))
     assert (
         "n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l); "
         "a=$(grep -l '^vendor_id 4098$' /sys/class/kfd/kfd/topology/nodes/*/properties 2>/dev/null | wc -l); "
@@ -161,7 +161,7 @@ def test_probe_script_gpu_section_is_the_contract_script() -> None:
 
 
 def test_probe_script_quotes_the_path() -> None:
-    s = pf_probe.probe_script("/mnt/my data/it's", abi=False, gpus=False)
+    s = pf_probe.probe_script(Ask(data_path="/mnt/my data/it's"))
     assert "[ -d '/mnt/my data/it'\\''s' ]" in s
 
 
@@ -177,20 +177,20 @@ def _run_probe(script: str) -> str:
 def test_probe_script_really_runs_under_sh(tmp_path: Path) -> None:
     data = tmp_path / "data dir"
     data.mkdir()
-    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(data), abi=True, gpus=True)))
+    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(Ask(data_path=str(data), prebuilt=True, gpus=True))))
     assert out.complete and out.dir_ok is True and out.read_ok is True
     assert out.uname and out.pkill in ("present", "absent")
     assert parse_gpu_counts(out.gpus or "") == (0, 0) or out.gpus
 
 
 def test_probe_script_reports_a_missing_dir(tmp_path: Path) -> None:
-    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(tmp_path / "nope"), abi=False, gpus=False)))
+    out = pf_probe.parse_probe(_run_probe(pf_probe.probe_script(Ask(data_path=str(tmp_path / "nope")))))
     assert out.complete and out.dir_ok is False and out.read_ok is False
     assert out.uname is None and out.gpus is None
 
 
 def test_remote_command_runs_through_a_shell(tmp_path: Path) -> None:
-    cmd = pf_probe.remote_command(pf_probe.probe_script(str(tmp_path), abi=False, gpus=True))
+    cmd = pf_probe.remote_command(pf_probe.probe_script(Ask(data_path=str(tmp_path), gpus=True)))
     out = pf_probe.parse_probe(_run_probe(cmd))
     assert out.complete and out.dir_ok is True
 
@@ -365,14 +365,14 @@ def test_a_present_project_path_or_no_answer_passes() -> None:
 
 
 def test_the_project_check_really_runs_under_sh(tmp_path: Path) -> None:
-    there = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path))
+    there = pf_probe.probe_script(Ask(data_path=str(tmp_path), project=str(tmp_path)))
     assert pf_probe.parse_probe(_run_probe(there)).project == "1"
-    gone = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "no proj"))
+    gone = pf_probe.probe_script(Ask(data_path=str(tmp_path), project=str(tmp_path / "no proj")))
     assert pf_probe.parse_probe(_run_probe(gone)).project == "0"
     (tmp_path / "file").write_text("")
-    a_file = pf_probe.probe_script(str(tmp_path), abi=False, gpus=False, project=str(tmp_path / "file"))
+    a_file = pf_probe.probe_script(Ask(data_path=str(tmp_path), project=str(tmp_path / "file")))
     assert pf_probe.parse_probe(_run_probe(a_file)).project == "0"
-    assert pf_probe.parse_probe(_run_probe(pf_probe.probe_script(str(tmp_path), abi=False, gpus=False))).project \
+    assert pf_probe.parse_probe(_run_probe(pf_probe.probe_script(Ask(data_path=str(tmp_path))))).project \
         is None
 
 

@@ -13,7 +13,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import free_s
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch_host as lh
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pp
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (
-    DATA_PATH, ERROR, TARGET_DIR, WARNING, Armed)
+    DATA_PATH, ERROR, TARGET_DIR, WARNING, Armed, Ask)
 from ansible_collections.flodl.cluster.plugins.module_utils._run.knobs import knob_problems
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 
@@ -51,8 +51,8 @@ def test_nothing_to_measure_says_so_and_is_no_finding(tmp_path) -> None:
 
 
 def test_the_probe_asks_only_when_armed() -> None:
-    assert fs.MARK_FREE not in pp.probe_script("/data", abi=True, gpus=True)
-    script = pp.probe_script("/data", abi=False, gpus=False, checks=_armed(1))
+    assert fs.MARK_FREE not in pp.probe_script(Ask(data_path="/data", prebuilt=True, gpus=True))
+    script = pp.probe_script(Ask(data_path="/data"), _armed(1))
     assert fs.free_space_script(("/data",)) in script
     assert fs.MARK_FREE not in lh.session_script("/p", data_path="/data", reach=None, gpus=False, run_id=None)
     assert fs.free_space_script(("/data",)) in lh.session_script("/p", data_path="/data", reach=None, gpus=False,

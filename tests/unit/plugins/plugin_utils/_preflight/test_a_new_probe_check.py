@@ -16,7 +16,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import launch_host as lh
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pp
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import (
-    DATA_PATH, ERROR, TARGET_DIR, Armed, Finding, ProbeCheck)
+    DATA_PATH, ERROR, TARGET_DIR, Armed, Ask, Finding, ProbeCheck)
 from ansible_collections.flodl.cluster.plugins.module_utils._run.run_model import RunSettings
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host import launch_host as lhio
 from ansible_collections.flodl.cluster.plugins.plugin_utils._preflight import preflight_sweep as sweep
@@ -84,7 +84,7 @@ def test_its_knob_arms_it_and_only_it() -> None:
 def test_a_worker_runs_its_part_and_its_verdict_calls_its_judge(tmp_path) -> None:
     (tmp_path / "one").touch()
     checks = reg.armed(SETTINGS, DATA_PATH)
-    stdout = _sh(pp.probe_script(str(tmp_path), abi=False, gpus=False, checks=checks))
+    stdout = _sh(pp.probe_script(Ask(data_path=str(tmp_path)), checks))
     assert pp.parse_probe(stdout).answers == {"entries": Entries(1, str(tmp_path))}
     worker = cluster_model({"controller": {"host": "c", "path": "/p"},
                             "workers": [{"host": "h2", "path": "/p", "local_devices": [0]}]}).workers[0]
@@ -122,7 +122,7 @@ def test_the_controller_here_and_the_build_host_run_it_in_the_sweep(tmp_path) ->
 def test_a_remote_build_host_is_asked_in_its_arch_probe(tmp_path) -> None:
     ctx = _ctx(str(tmp_path), str(tmp_path), prebuild=True)
     checks = reg.armed(ctx.settings, TARGET_DIR)
-    said = pp.parse_probe(_sh(pp.arch_script(sweep.target_dirs(ctx), checks)))
+    said = pp.parse_probe(_sh(pp.probe_script(Ask(arch=True), checks, sweep.target_dirs(ctx))))
     assert said.uname and said.answers == {"entries": Entries(0, str(tmp_path))}
     off = replace(ctx, settings=RunSettings())
-    assert MARK not in pp.arch_script(sweep.target_dirs(off), reg.armed(off.settings, TARGET_DIR))
+    assert MARK not in pp.probe_script(Ask(arch=True), reg.armed(off.settings, TARGET_DIR), sweep.target_dirs(off))
