@@ -23,7 +23,10 @@ from ansible_collections.flodl.cluster.plugins.module_utils._launch import launc
 from ansible_collections.flodl.cluster.plugins.module_utils._files.file_modes import FILE_MODE, PRIVATE_DIR_MODE, make_dirs
 from ansible_collections.flodl.cluster.plugins.module_utils._launch.libtorch_env import read_libtorch_env
 from ansible_collections.flodl.cluster.plugins.module_utils._files.logsink import LogSink
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import GPU_COUNT_SCRIPT, parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import parse_gpu_counts
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (
+    parse_probe, probe_script, remote_command)
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import Ask
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import ENVELOPE_FILE_REL, envelope_json
 from ansible_collections.flodl.cluster.plugins.module_utils._files.safe_files import atomic_write, open_log
 from ansible_collections.flodl.cluster.plugins.module_utils._core.vault_redact import redact_bytes
@@ -38,7 +41,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import prob
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import TopologyError
 from ansible_collections.flodl.cluster.plugins.module_utils._run.ansible_flags import launch_verbosity
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_parallel, run_sh
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_parallel
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.probe_here import probe_here
 
 # Registered by the prebuild role's build step.
 PREBUILD_RESULT_VAR = "flodl_prebuild_run"
@@ -80,10 +84,10 @@ def read_envelope(ctx: RunContext, given: Any, play_result: Any) -> tuple[str | 
 
 
 def local_gpu_counts() -> GpuCounts | None:
-    """This machine's GPU counts, by preflight's own count script and runner; None when it failed."""
-    ran = run_sh(GPU_COUNT_SCRIPT)
+    """This machine's GPU counts, by preflight's own GPU part run here; None when it failed."""
+    said, error = probe_here(Ask(gpus=True))
     try:
-        return parse_gpu_counts(ran.stdout) if ran.returncode == 0 else None
+        return parse_gpu_counts(said.gpus or "") if error is None else None
     except ValueError:
         return None
 
@@ -106,14 +110,15 @@ def gpu_counts(ctx: RunContext, preflight: Any) -> tuple[dict[str, GpuCounts], b
         else:
             counts[ctx.controller_identity] = local
     remote = [w for w in missing if w.host != ctx.controller_identity]
-    jobs = {w.host: probe_argv(w.document, GPU_COUNT_SCRIPT, ctx.project_dir) for w in remote}
+    count = remote_command(probe_script(Ask(gpus=True)))  # the workers' GPU part, as preflight runs it
+    jobs = {w.host: probe_argv(w.document, count, ctx.project_dir) for w in remote}
     for host, res in run_parallel(jobs, timeout=30.0 * float(ctx.net_timeout_scale or 1.0)).items():
         if not res.ok:
             why = res.error or f"ssh exited {res.returncode}: {res.stderr.strip()[-300:]}"
             problems.append(f"host {host}: counting GPUs for `local_devices: all` failed: {why}")
             continue
         try:
-            counts[host] = parse_gpu_counts(res.stdout)
+            counts[host] = parse_gpu_counts(parse_probe(res.stdout).gpus or "")
         except ValueError as exc:
             problems.append(f"host {host}: counting GPUs for `local_devices: all` failed: {exc}")
     if problems:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.gpu_count import GPU_COUNT_SCRIPT
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, TARGET_DIR, Ask
 from ansible_collections.flodl.cluster.plugins.module_utils._run.prebuild_layout import TARGET_CLUSTER_REL, path_under
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.sshreuse import with_reuse
@@ -22,7 +21,8 @@ from ansible_collections.flodl.cluster.plugins.module_utils._core.shell import j
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import probe_argv
 from ansible_collections.flodl.cluster.plugins.module_utils._cluster.topology import effective_data_path
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import RunContext, is_local_host, ssh_block_of
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes, run_sh
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import run_probes
+from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.probe_here import probe_here
 
 if TYPE_CHECKING:
     from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_host import SessionResult
@@ -45,7 +45,7 @@ BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
 
 def local_arch() -> str:
     """This machine's CPU arch, read by the same part and parser as every other host's ("" when it said none)."""
-    return pf_probe.parse_probe(run_sh(pf_probe.probe_script(Ask(arch=True))).stdout).uname or ""
+    return probe_here(Ask(arch=True))[0].uname or ""
 
 
 def target_dirs(ctx: RunContext) -> tuple[str, ...]:
@@ -55,9 +55,9 @@ def target_dirs(ctx: RunContext) -> tuple[str, ...]:
 
 
 def local_gpu_text() -> str:
-    """What the GPU count printed here, or why it could not run (check_gpus says so)."""
-    ran = run_sh(GPU_COUNT_SCRIPT)
-    return ran.stdout if ran.error is None else f"could not run the GPU count: {ran.error}"
+    """What the GPU count part printed here, or why it could not run (check_gpus says so)."""
+    said, error = probe_here(Ask(gpus=True))
+    return (said.gpus or "") if error is None else f"could not run the GPU count: {error}"
 
 
 def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> d
     path, declared = effective_data_path(ctx.cluster.controller.data_path)
     checks = check_registry.armed(ctx.settings, DATA_PATH)
     if launch is None:
-        here = pf_probe.parse_probe(run_sh(pf_probe.probe_script(Ask(data_path=path), checks)).stdout)
+        here = probe_here(Ask(data_path=path), checks)[0]
         report = pf_verdict.controller_report(ctx.controller_identity, path, declared, bool(here.dir_ok),
                                               bool(here.read_ok), here.answers, checks)
     elif not launch.facts.complete:
@@ -141,8 +141,7 @@ def sweep(
                 f"{check_registry.unanswered(target_checks)}. Make it reachable over ssh."
             )
     elif target_checks and build_host_argv is None:
-        here = run_sh(pf_probe.probe_script(Ask(), target_checks, target_dirs(ctx)))
-        build_answers = pf_probe.parse_probe(here.stdout).answers
+        build_answers = probe_here(Ask(), target_checks, target_dirs(ctx))[0].answers
 
     launch = follow.finish(timeout) if follow is not None else None
     controller = controller_report(ctx, launch)

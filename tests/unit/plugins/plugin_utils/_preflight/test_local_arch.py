@@ -13,9 +13,9 @@ def test_the_controllers_arch_is_the_arch_part_run_here(stand_in_on_path) -> Non
 
 
 def test_the_gpu_counts_here_share_one_runner_and_keep_their_words(stand_in_on_path, monkeypatch) -> None:
-    """preflight's GPU text, the launch's GPU counts and every local probe part run through processes.run_sh."""
+    """preflight's GPU text, the launch's GPU counts and every local probe part run through probe_here."""
     from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launch_io
-    from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import processes
+    from ansible_collections.flodl.cluster.plugins.plugin_utils._proc import probe_here, processes
 
     stand_in_on_path("nvidia-smi", "#!/bin/sh\nprintf '0\\n1\\n'\n")
     assert sweep.local_gpu_text().split()[-2] == "2"  # the AMD count is this machine's own
@@ -23,8 +23,7 @@ def test_the_gpu_counts_here_share_one_runner_and_keep_their_words(stand_in_on_p
     assert counts is not None and counts[0] == 2
     assert processes.run_sh("echo out; exit 3") == processes.LocalRun(3, "out\n")
     gone = processes.LocalRun(None, "", "no sh")
-    monkeypatch.setattr(sweep, "run_sh", lambda *_a, **_k: gone)
-    monkeypatch.setattr(launch_io, "run_sh", lambda *_a, **_k: gone)
+    monkeypatch.setattr(probe_here, "run_sh", lambda *_a, **_k: gone)  # the one local runner of every part
     assert sweep.local_gpu_text() == "could not run the GPU count: no sh"
     assert launch_io.local_gpu_counts() is None
     assert sweep.local_arch() == ""
