@@ -8,8 +8,9 @@ defined once (preflight_probe.parse_probe reads every one of them). ``CHECKS``: 
 
 The workers' probe, the launch host's session, the controller's local run and the build host's probe are each
 :func:`scripts` of what they ask, with the armed checks' parts; the one parser fills each answer (:func:`answer`);
-every verdict calls the armed checks' judges (:func:`findings`). Adding a check: its module here in ``_probe``, a line in ``CHECKS``, its
-knob in module_utils._run.knobs.NUMBERS (phase preflight) and in the preflight role's argument spec.
+every verdict calls the armed checks' judges (:func:`findings`). Adding a check: its module here in ``_probe``, a
+line in ``CHECKS``, its knob in module_utils._run.knobs.NUMBERS (phase preflight) and in the preflight role's
+argument spec.
 """
 from __future__ import annotations
 
