@@ -27,7 +27,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
-    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, last_line, parse_probe)
+    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, ProbeOutput, last_line, parse_probe)
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
@@ -139,10 +139,12 @@ def evaluate_remote(
     error: str | None = None,
     require_reached: bool = False,
     checks: Sequence[Armed] = (),
+    probe: ProbeOutput | None = None,
 ) -> dict[str, Any]:
     """One worker's verdict from its probe's outcome; ``require_reached``: a probe that could not run fails it.
 
-    ``checks``: the armed probe checks of the data path (module_utils._probe.check_registry.armed).
+    ``checks``: the armed probe checks of the data path (module_utils._probe.check_registry.armed). ``probe``:
+    ``stdout`` already parsed (``parse_probe``), when the caller needed it too.
     """
     host = worker.host
     wants_gpus = worker.all_devices
@@ -154,7 +156,7 @@ def evaluate_remote(
         "gpus": None,
         "data_path": {"path": data_path, "declared": declared, "state": "unknown"},
     }
-    probe = parse_probe(stdout or "")
+    probe = probe if probe is not None else parse_probe(stdout or "")
     key_failure = host_key_failure(stderr) if returncode == 255 and not error else None
     if key_failure is not None:
         findings = [host_key_finding(worker, key_failure)]

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import parse_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh import remote_launch
@@ -27,7 +26,6 @@ from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import launc
 from ansible_collections.flodl.cluster.plugins.plugin_utils._launch import sshreuse_io
 from ansible_collections.flodl.cluster.plugins.plugin_utils._run.context import INVALID_CONFIG, RunContext
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.launch_target import launch_host_of
-from ansible_collections.flodl.cluster.plugins.plugin_utils._proc.processes import SshResult
 from ansible_collections.flodl.cluster.plugins.plugin_utils._host.runlock_io import lock_for_action
 
 LOCK_NOT_TAKEN = "the run lock was not taken; nothing was started"
@@ -99,16 +97,16 @@ class LaunchFollows:
             self.answers = lhio.finish(self.session, self._ctx.project_dir, timeout)
         return self.answers
 
-    def judge(self, host: str, res: SshResult, report: dict[str, Any]) -> None:
-        """A worker's problems for the launch: unreachable from the launch host, or a live run there."""
+    def judge(self, host: str, running: int | None, report: dict[str, Any]) -> None:
+        """A worker's problems for the launch: unreachable from the launch host, or a live run there (``running``:
+        the live ranks its probe counted, None when not asked or the probe failed)."""
         launch = self.answers
         reach = launch.reach if launch is not None and launch.facts.complete else None
         if launch is not None and reach is not None and host in reach and reach[host][0] != 0:
             report["errors"].append(remote_launch.unreachable_from_launch_host(
                 launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
             report["status"] = STATUS_ERROR
-        running = parse_probe(res.stdout).running if host in self.live and res.ok else None
-        if running:
+        if running and host in self.live:
             report["errors"].append(runlock.refusal_message(self._ctx.project_dir, {host: running}))
             report["status"] = STATUS_ERROR
 

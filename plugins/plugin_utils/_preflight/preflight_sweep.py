@@ -37,7 +37,7 @@ class LaunchFollows(Protocol):
 
     def finish(self, timeout: float) -> Optional[SessionResult]: ...
 
-    def judge(self, host: str, res: Any, report: dict[str, Any]) -> None: ...
+    def judge(self, host: str, running: Optional[int], report: dict[str, Any]) -> None: ...
 
 
 BUILD_HOST_JOB = "\x00build-host"  # cannot clash with an inventory host name
@@ -162,14 +162,15 @@ def sweep(
             reports[host] = pf_verdict.ansible_worker_report(worker, connection, path, declared)
             continue
         res = results[host]
+        said = pf_probe.parse_probe(res.stdout or "")  # once: the verdict's, and the live count a launch judges
         report = pf_verdict.evaluate_remote(
             worker, data_path=path, declared=declared, prebuild=ctx.prebuild, build_arch=build_arch,
             returncode=res.returncode, stdout=res.stdout, stderr=res.stderr, error=res.error,
-            require_reached=require_all, checks=checks,
+            require_reached=require_all, checks=checks, probe=said,
         )
         report.update(target=jobs[host][-2], probe_command=join_posix(jobs[host]), seconds=round(res.seconds, 3))
         if follow is not None:
-            follow.judge(host, res, report)
+            follow.judge(host, said.running if res.ok else None, report)
         reports[host] = report
     return {"controller": controller, "hosts": reports, "build_arch": build_arch, "warnings": warnings}
 

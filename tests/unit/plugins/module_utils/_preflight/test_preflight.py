@@ -656,3 +656,13 @@ def test_run_report_of_a_large_cluster_folds_its_healthy_hosts_without_v() -> No
     _data, verbose_lines = pf_report.run_report(controller, reports, [], build_arch=None, check=False,
                                                 controller_identity="vm", prebuild=False, build_host="localhost", verbose=True)
     assert sum(ln.startswith("  h") for ln in verbose_lines) == 60
+
+
+def test_a_probe_parsed_by_the_caller_is_the_one_judged() -> None:
+    """The sweep parses a worker's output once (its live count serves a launch that follows) and hands it over."""
+    worker = _worker(devices=[0])
+    whole = pf_verdict.evaluate_remote(worker, data_path="/flodl/data", declared=False, prebuild=True,
+                                       build_arch="x86_64", returncode=0, stdout=FULL)
+    handed = pf_verdict.evaluate_remote(worker, data_path="/flodl/data", declared=False, prebuild=True,
+                                        build_arch="x86_64", returncode=0, stdout="", probe=pf_probe.parse_probe(FULL))
+    assert handed == whole and handed["status"] == "ok" and handed["arch"] == "x86_64"
