@@ -91,15 +91,15 @@ def _vault(text: str, password_file: Path) -> str:
     return "!vault |\n" + "\n".join("    " + line.strip() for line in enc.splitlines()[1:] if line.strip())
 
 
-def _vaulted_vars(inventory_dir: Path, password_file: Path) -> None:
-    """Beside the inventory: flodl_cluster_env with one ``!vault`` value for the group, flodl_env with one for h2."""
+def _vaulted_vars(inventory_dir: Path, vaulted: dict[str, str]) -> None:
+    """Beside the inventory: flodl_cluster_env with one ``!vault`` value for the group, flodl_env with one for h2
+    (``vaulted``: each secret as ``_vault`` encrypted it, once for every inventory of the test)."""
     (inventory_dir / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory_dir / "group_vars" / "flodl_workers.yml").write_text(
         'flodl_cluster_env:\n  FLODL_DEMO_STEPS: "2"\n  FLODL_DEMO_STEP_MS: "20"\n'
-        f"  {PROBE}: {_vault(SECRET, password_file)}\n")
+        f"  {PROBE}: {vaulted[SECRET]}\n")
     (inventory_dir / "host_vars").mkdir(parents=True, exist_ok=True)
-    (inventory_dir / "host_vars" / "h2.yml").write_text(
-        f"flodl_env:\n  {PROBE}_W: {_vault(WORKER_SECRET, password_file)}\n")
+    (inventory_dir / "host_vars" / "h2.yml").write_text(f"flodl_env:\n  {PROBE}_W: {vaulted[WORKER_SECRET]}\n")
 
 
 def _launch_command(record: Path) -> str:
@@ -132,7 +132,8 @@ def test_a_vaulted_cluster_env_value_reaches_the_launcher_and_nothing_else(
     del group["flodl_cluster_env"]  # from the vaulted group_vars only
     host_vars = worker_vars(project, TWO_VARIANTS, {"h1": [0], "h2": [0], "h3": [0]})
     inv = cluster.write_inventory(tmp_path / "inv" / "hosts.json", group, host_vars)
-    _vaulted_vars(inv.parent, password)
+    vaulted = {secret: _vault(secret, password) for secret in (SECRET, WORKER_SECRET)}
+    _vaulted_vars(inv.parent, vaulted)
 
     for verbosity in ("-v", "-vvvv"):
         dump, log = tmp_path / f"results{verbosity}.jsonl", tmp_path / f"ansible{verbosity}.log"
@@ -156,7 +157,7 @@ def test_a_vaulted_cluster_env_value_reaches_the_launcher_and_nothing_else(
     ansible_runner = _runner()
     pdd = job_dir(tmp_path / "pdd", installed_collection, tmp_path / "ansible-local")
     runner_inv = cluster.write_inventory(pdd / "inventory" / "hosts.json", group, host_vars)
-    _vaulted_vars(runner_inv.parent, password)
+    _vaulted_vars(runner_inv.parent, vaulted)
     r = ansible_runner.run(private_data_dir=str(pdd), playbook="train.yml", quiet=True,
                            cmdline=f"--vault-password-file {password}")
     stdout = r.stdout.read()
