@@ -27,7 +27,7 @@ from ansible_collections.flodl.cluster.plugins.module_utils._probe.pkill import 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import NOTE
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.project_checkout import check_project_path
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import (  # noqa: F401 (the statuses: this module's vocabulary)
-    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, ProbeOutput, last_line, parse_probe)
+    STATUS_ERROR, STATUS_OK, STATUS_UNREACHABLE, STATUS_WARNING, ProbeOutput, last_line, parse_probe, restatus)
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH, Armed
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh.ssh import host_key_failure
@@ -115,15 +115,6 @@ def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> None:
     for finding in findings:
         report[_LISTS[finding.level]].append(finding.message)
     restatus(report)
-
-
-def restatus(report: dict[str, Any]) -> None:
-    """``report``'s status after messages were added to its lists: an error fails it, a warning turns ``ok`` into
-    ``warning``; a worse status stays."""
-    if report["errors"]:
-        report["status"] = STATUS_ERROR
-    elif report["warnings"] and report["status"] == STATUS_OK:
-        report["status"] = STATUS_WARNING
 
 
 def evaluate_remote(
@@ -256,5 +247,5 @@ def local_worker_report(
         report["gpus"] = gpus
         if finding:
             report["errors"].append(finding.message)
-            report["status"] = STATUS_ERROR
+            restatus(report)
     return report

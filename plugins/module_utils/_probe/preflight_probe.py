@@ -27,6 +27,15 @@ STATUS_ERROR = "error"
 STATUS_UNREACHABLE = "unreachable"
 
 
+def restatus(report: dict[str, Any]) -> None:
+    """A host report's status after messages were added to its lists (its ``errors``, ``warnings``): an error fails
+    it, a warning turns ``ok`` into ``warning``; a worse status stays."""
+    if report["errors"]:
+        report["status"] = STATUS_ERROR
+    elif report["warnings"] and report["status"] == STATUS_OK:
+        report["status"] = STATUS_WARNING
+
+
 def probe_script(ask: Ask, checks: Sequence[Armed] = (), paths: Sequence[str] | None = None) -> str:
     """The whole POSIX-sh probe for one host: one ssh, every answer sentinel-delimited, read back by
     :func:`parse_probe`. The parts ``ask`` turns on, then the armed ``checks`` (module_utils._probe.check_registry.armed)

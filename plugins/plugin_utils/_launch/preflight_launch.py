@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.flodl.cluster.plugins.module_utils._probe import check_registry
-from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import STATUS_ERROR
+from ansible_collections.flodl.cluster.plugins.module_utils._probe.preflight_probe import restatus
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import DATA_PATH
 from ansible_collections.flodl.cluster.plugins.module_utils._ssh import remote_launch
 from ansible_collections.flodl.cluster.plugins.module_utils._run import runlock
@@ -105,10 +105,9 @@ class LaunchFollows:
         if launch is not None and reach is not None and host in reach and reach[host][0] != 0:
             report["errors"].append(remote_launch.unreachable_from_launch_host(
                 launch.host, host, reach[host][0], reach[host][1], launch.forwarding))
-            report["status"] = STATUS_ERROR
         if running and host in self.live:
             report["errors"].append(runlock.refusal_message(self._ctx.project_dir, {host: running}))
-            report["status"] = STATUS_ERROR
+        restatus(report)
 
     def _answered(self) -> lhio.SessionResult | None:
         """The launch host's answers when its session had no problem."""

@@ -79,7 +79,7 @@ def controller_report(ctx: RunContext, launch: SessionResult | None = None) -> d
         report["launch_host"] = launch.host
         report["errors"] = [*launch.errors, *report["errors"]]
         report["warnings"] = [*launch.warnings, *report["warnings"]]
-        pf_verdict.restatus(report)
+        pf_probe.restatus(report)
     report["controller"] = True
     return report
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ansible_collections.flodl.cluster.plugins.module_utils._preflight import preflight_verdict as pf_verdict
+from ansible_collections.flodl.cluster.plugins.module_utils._probe import preflight_probe as pf_probe
 from ansible_collections.flodl.cluster.plugins.module_utils._probe.probe_check import ERROR, NOTE, WARNING, Finding
 
 
@@ -44,8 +45,8 @@ def test_no_findings_change_nothing() -> None:
 def test_restatus_after_merged_launch_host_messages() -> None:
     report = _controller()
     report["warnings"] = ["launch host lh: its GPU count printed nothing", *report["warnings"]]
-    pf_verdict.restatus(report)
+    pf_probe.restatus(report)
     assert report["status"] == pf_verdict.STATUS_WARNING
     report["errors"] = ["launch host lh: no data path"]
-    pf_verdict.restatus(report)
+    pf_probe.restatus(report)
     assert report["status"] == pf_verdict.STATUS_ERROR
