@@ -16,7 +16,8 @@ def test_the_count_is_read_by_the_one_probe_parser():
     assert parse_probe("noise\n__FLODL_RUNNING__=3\n").running == 3
     assert parse_probe("__FLODL_RUNNING__=x\n").running is None
     assert parse_probe("").running is None
-    # After the probe's end mark too: a launch that follows preflight appends the part to the worker's probe.
+    # After an end mark too: the parse reads every mark line wherever it stands (a launch that follows preflight
+    # now asks for the part inside the worker's probe, before its end mark).
     assert parse_probe("__FLODL_END__\n__FLODL_RUNNING__=0\n").running == 0
     assert live_ranks.PART in check_registry.PARTS
 
