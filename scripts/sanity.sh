@@ -34,6 +34,14 @@ if [ -x "$VENV_DIR/uv/bin/uv" ]; then
   PATH="$TOP/uv-bin:$PATH"
 fi
 
+# ansible-test keys its sanity venvs by Python version and requirements, not by interpreter: a venv made from
+# another 3.x build (bootstrap.sh switched the line's interpreter) would go on running every sanity test there.
+HOME_OF_LINE="$(sed -n 's/^home = //p' "$VENV/pyvenv.cfg")"
+for cfg in "$HOME"/.ansible/test/venv/*/"$PY"/*/pyvenv.cfg; do
+  [ -f "$cfg" ] || continue
+  if [ "$(sed -n 's/^home = //p' "$cfg")" != "$HOME_OF_LINE" ]; then rm -rf "$(dirname "$cfg")"; fi
+done
+
 mkdir -p "$WORK"
 rsync -a \
   --exclude .git --exclude .cache --exclude .venv --exclude tests/output \
