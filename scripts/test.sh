@@ -13,8 +13,10 @@
 #   FLODL_LINES=2.19 scripts/test.sh    one ansible-core line only
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
-#   FLODL_PARALLEL_PARTS=0              the parts one after the other (by default the integration
-#                                       part, then molecule, and the unit part run beside the lint part)
+#   FLODL_PARALLEL_PARTS=0              the parts one after the other, the EE last (by default the
+#                                       integration part, then molecule, and the unit part run beside the
+#                                       lint part, where ansible-test sanity runs beside the other lint
+#                                       steps and the EE after them)
 #   FLODL_COVERAGE_LINE=2.21            the line whose unit tests run under coverage.py (2.19)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
@@ -34,6 +36,10 @@ record() { # $1 = name, $2 = exit code
 }
 
 "$REPO_ROOT/scripts/bootstrap.sh" || exit 1
+# Without pyenv's shims from here on: a shim is a bash script that runs `pyenv exec`, 0.16 CPU-s for each
+# `python3` the tests start on this machine (launch commands, stand-ins); the system's python3 starts in 0.02.
+PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/\.pyenv/' | paste -sd: -)"
+export PATH
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 cd "$REPO_ROOT" || exit 1
 
@@ -144,12 +150,32 @@ molecule_part() {
   fi
 }
 
+run_ee() {
+  # The execution environment (docs/awx.md §1): the image built with ansible-builder from a base made
+  # here (its own timed step), then one cluster_train job in it (tests/ee/). Once per test command:
+  # the image carries its own ansible-core. Caches: the rootfs tar in FLODL_TEST_CACHE_DIR, Docker's layers.
+  step "EE image build (ansible-builder, execution-environment.yml)"
+  local started=$SECONDS
+  local rc=0
+  "$REPO_ROOT/scripts/ee-build.sh" || rc=$?
+  record "EE image build" $rc
+  echo "EE image build step: $((SECONDS - started)) s"
+  EE_BUILD_SECONDS=$((SECONDS - started))
+  [ "$rc" -eq 0 ] || return 0  # no image: the job cannot run (the failure is recorded above)
+  started=$SECONDS
+  FLODL_EE_IMAGE_BUILT=1 run_pytest 2.19 ee tests/ee -v
+  echo "EE job step: $((SECONDS - started)) s"
+}
+
 # The whole suite: the integration part starts first, then molecule, beside the unit and lint parts (their
-# output is printed whole when they end); the execution environment comes last, its image build a step of
-# its own, timed apart.
+# output is printed whole when they end). In the lint part, ansible-test sanity starts first, beside the other
+# lint steps, and the execution environment follows them, beside sanity (its image build timed on its own line).
 integration_lane=""
 unit_lane=""
-if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
+sanity_lane=""
+PARALLEL=false
+if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then PARALLEL=true; fi
+if [ "$PARALLEL" = true ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # Process groups of their own (set -m), so that an interrupted suite stops all of it, by those groups.
   set -m
@@ -163,11 +189,22 @@ if [ "$WHAT" = all ] && [ "${FLODL_PARALLEL_PARTS:-1}" != 0 ]; then
   per_line "unit" unit_line @LINE@ >"$REPORTS/unit-part.log" 2>&1 &
   unit_lane=$!
   set +m
-  trap 'kill -TERM -- "-$integration_lane" "-$unit_lane" 2>/dev/null; exit 130' INT TERM
 fi
 
 if [ -z "$unit_lane" ] && { [ "$WHAT" = all ] || [ "$WHAT" = unit ]; }; then
   per_line "unit" unit_line @LINE@
+fi
+
+sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
+if [ "$PARALLEL" = true ]; then
+  # On a fresh machine each line's sanity makes 9 venvs, mostly waiting on PyPI (stop 40 in bench/README.md):
+  # the lint steps below run in that wait instead of after it.
+  step "ansible-test sanity started beside the other lint steps (its output follows when it ends)"
+  set -m
+  per_line "ansible-test sanity" sanity_line @LINE@ >"$REPORTS/sanity-part.log" 2>&1 &
+  sanity_lane=$!
+  set +m
+  trap 'kill -TERM -- "-$integration_lane" "-$unit_lane" "-$sanity_lane" 2>/dev/null; exit 130' INT TERM
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
@@ -190,26 +227,19 @@ if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
   # ansible-builder create/introspect, galaxy-importer on the built tarball,
   # role READMEs and examples/awx/ (tests/publish/test_publish.py).
   run_pytest 2.19 publish tests/publish -v
-  sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
-  per_line "ansible-test sanity" sanity_line @LINE@
+  if [ -z "$sanity_lane" ]; then per_line "ansible-test sanity" sanity_line @LINE@; fi
 fi
 
-run_ee() {
-  # The execution environment (docs/awx.md §1): the image built with ansible-builder from a base made
-  # here (its own timed step), then one cluster_train job in it (tests/ee/). Once per test command:
-  # the image carries its own ansible-core. Caches: the rootfs tar in FLODL_TEST_CACHE_DIR, Docker's layers.
-  step "EE image build (ansible-builder, execution-environment.yml)"
-  local started=$SECONDS
-  local rc=0
-  "$REPO_ROOT/scripts/ee-build.sh" || rc=$?
-  record "EE image build" $rc
-  echo "EE image build step: $((SECONDS - started)) s (counted apart from the suite's time)"
-  EE_BUILD_SECONDS=$((SECONDS - started))
-  [ "$rc" -eq 0 ] || return 0  # no image: the job cannot run (the failure is recorded above)
-  started=$SECONDS
-  FLODL_EE_IMAGE_BUILT=1 run_pytest 2.19 ee tests/ee -v
-  echo "EE job step: $((SECONDS - started)) s"
-}
+EE_BUILD_SECONDS=0
+EE_BESIDE=false
+if [ "$PARALLEL" = true ]; then
+  # The EE mostly waits too (apt and pip inside the image build): beside sanity and the integration part
+  # instead of after them.
+  EE_BESIDE=true
+  run_ee
+  wait "$sanity_lane"
+  cat "$REPORTS/sanity-part.log"
+fi
 
 if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ -z "$integration_lane" ]; }; then
   molecule_part
@@ -226,12 +256,13 @@ elif [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
   integration_part
 fi
 
-EE_BUILD_SECONDS=0
-if [ "$WHAT" = all ] || [ "$WHAT" = ee ]; then run_ee; fi
+if [ "$EE_BESIDE" = false ] && { [ "$WHAT" = all ] || [ "$WHAT" = ee ]; }; then run_ee; fi
 
 step "summary"
 total=$((SECONDS - SUITE_STARTED))
-if [ "$EE_BUILD_SECONDS" -gt 0 ]; then
+if [ "$EE_BESIDE" = true ]; then
+  echo "time: ${total} s in all (the EE image build, ${EE_BUILD_SECONDS} s, ran beside the other parts)"
+elif [ "$EE_BUILD_SECONDS" -gt 0 ]; then
   echo "time: ${total} s in all; without the EE image build (${EE_BUILD_SECONDS} s, a step of its own): $((total - EE_BUILD_SECONDS)) s"
 else
   echo "time: ${total} s"
