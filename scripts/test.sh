@@ -14,9 +14,9 @@
 #   FLODL_SERIAL=1 scripts/test.sh      each line after the other (by default the two lines of a
 #                                       part run at the same time)
 #   FLODL_PARALLEL_PARTS=0              the parts one after the other, the EE last (by default the
-#                                       integration part, then molecule, and the unit part run beside the
-#                                       lint part, where ansible-test sanity runs beside the other lint
-#                                       steps and the EE after them)
+#                                       integration part and the unit part run beside the lint part, where
+#                                       ansible-test sanity runs beside the other lint steps, and the EE
+#                                       and molecule after them)
 #   FLODL_COVERAGE_LINE=2.21            the line whose unit tests run under coverage.py (2.19)
 #   FLODL_INTEGRATION_WORKERS=N         pytest-xdist processes per line for the integration tests (3;
 #                                       1 = no xdist). Figures of each layout: bench/README.md
@@ -167,9 +167,9 @@ run_ee() {
   echo "EE job step: $((SECONDS - started)) s"
 }
 
-# The whole suite: the integration part starts first, then molecule, beside the unit and lint parts (their
-# output is printed whole when they end). In the lint part, ansible-test sanity starts first, beside the other
-# lint steps, and the execution environment follows them, beside sanity (its image build timed on its own line).
+# The whole suite: the integration part starts first, beside the unit and lint parts (their output is printed
+# whole when they end). In the lint part, ansible-test sanity starts first, beside the other lint steps; the
+# execution environment (its image build timed on its own line) and molecule follow them, beside sanity.
 integration_lane=""
 unit_lane=""
 sanity_lane=""
@@ -179,9 +179,7 @@ if [ "$PARALLEL" = true ]; then
   step "integration tests started beside the other parts (their output follows when they end)"
   # Process groups of their own (set -m), so that an interrupted suite stops all of it, by those groups.
   set -m
-  # Molecule follows in the same lane: like the integration tests it mostly waits on namespace hosts, and
-  # there it runs beside the end of ansible-test sanity instead of after it.
-  { integration_part; molecule_part; } >"$REPORTS/integration-part.log" 2>&1 &
+  integration_part >"$REPORTS/integration-part.log" 2>&1 &
   integration_lane=$!
   # The unit tests mostly wait too (their own timeouts, sleeps and processes): the lint steps do not wait
   # for them, and they do not wait for the lint steps.
@@ -237,11 +235,13 @@ if [ "$PARALLEL" = true ]; then
   # instead of after them.
   EE_BESIDE=true
   run_ee
+  # Molecule too: with sanity in the background, this lane's own steps end long before the integration part.
+  molecule_part
   wait "$sanity_lane"
   cat "$REPORTS/sanity-part.log"
 fi
 
-if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ -z "$integration_lane" ]; }; then
+if [ "$WHAT" = molecule ] || { [ "$WHAT" = all ] && [ "$PARALLEL" = false ]; }; then
   molecule_part
 fi
 
