@@ -229,11 +229,9 @@ if [ "$WHAT" = all ] || [ "$WHAT" = lint ]; then
 fi
 
 EE_BUILD_SECONDS=0
-EE_BESIDE=false
 if [ "$PARALLEL" = true ]; then
   # The EE mostly waits too (apt and pip inside the image build): beside sanity and the integration part
   # instead of after them.
-  EE_BESIDE=true
   run_ee
   # Molecule too: with sanity in the background, this lane's own steps end long before the integration part.
   molecule_part
@@ -256,11 +254,11 @@ elif [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
   integration_part
 fi
 
-if [ "$EE_BESIDE" = false ] && { [ "$WHAT" = all ] || [ "$WHAT" = ee ]; }; then run_ee; fi
+if [ "$PARALLEL" = false ] && { [ "$WHAT" = all ] || [ "$WHAT" = ee ]; }; then run_ee; fi
 
 step "summary"
 total=$((SECONDS - SUITE_STARTED))
-if [ "$EE_BESIDE" = true ]; then
+if [ "$PARALLEL" = true ]; then
   echo "time: ${total} s in all (the EE image build, ${EE_BUILD_SECONDS} s, ran beside the other parts)"
 elif [ "$EE_BUILD_SECONDS" -gt 0 ]; then
   echo "time: ${total} s in all; without the EE image build (${EE_BUILD_SECONDS} s, a step of its own): $((total - EE_BUILD_SECONDS)) s"

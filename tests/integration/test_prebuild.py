@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import need, run_ansible
-from play_output import failed_in_recap, recap, recorded, results, task_results
+from play_output import RECORD_MARK, failed_in_recap, recap, recorded, results, task_results
 
 CARGO = shutil.which("cargo") or "/root/.cargo/bin/cargo"
 CONTROLLER = "ctl"
@@ -47,7 +47,7 @@ PLAYBOOK = """\
         - name: Record what the role returned
           ansible.builtin.debug:
             msg: >-
-              FLODL-TEST-RECORD {{ {'launched': launched | default(false),
+              """ + RECORD_MARK + """ {{ {'launched': launched | default(false),
                   'build': flodl_prebuild_run | default(None),
                   'envelope': (flodl_prebuild_run | default({})).envelope | default(None),
                   'envelope_json': (flodl_prebuild_run | default({})).envelope_json | default(None)}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need, run_ansible
-from play_output import recorded
+from play_output import RECORD_MARK, recorded
 
 CARGO = shutil.which("cargo") or "/root/.cargo/bin/cargo"
 
@@ -39,7 +39,7 @@ PLAYBOOK = """\
       always:
         - name: Keep the result
           ansible.builtin.debug:
-            msg: "FLODL-TEST-RECORD {{ build | to_json | b64encode }}"
+            msg: '""" + RECORD_MARK + """ {{ build | to_json | b64encode }}'
 """
 
 BUILD_RS = """\
