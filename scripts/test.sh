@@ -193,7 +193,19 @@ if [ -z "$unit_lane" ] && { [ "$WHAT" = all ] || [ "$WHAT" = unit ]; }; then
   per_line "unit" unit_line @LINE@
 fi
 
-sanity_line() { step "ansible-test sanity on ansible-core $1"; "$REPO_ROOT/scripts/sanity.sh" "$1"; }
+sanity_line() { # $1 = line
+  step "ansible-test sanity on ansible-core $1"
+  # Its venvs first, at normal priority: on a fresh machine they mostly wait on PyPI, beside the tests' CPU.
+  local venvs_log="$REPORTS/sanity-venvs-$1.log"
+  if ! "$REPO_ROOT/scripts/sanity.sh" "$1" --prime-venvs >"$venvs_log" 2>&1; then
+    cat "$venvs_log"
+    echo "ansible-test sanity on ansible-core $1: making its venvs failed (above)"
+    return 1
+  fi
+  # Then the analysis at the lowest CPU priority: it has no time bound, so the timed tests get the CPU first and
+  # it takes what they leave (bench/README.md, stop 41).
+  nice -n 19 "$REPO_ROOT/scripts/sanity.sh" "$1"
+}
 if [ "$PARALLEL" = true ]; then
   # On a fresh machine each line's sanity makes 9 venvs, mostly waiting on PyPI (stop 40 in bench/README.md):
   # the lint steps below run in that wait instead of after it.
