@@ -21,26 +21,40 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "apt-get install ${missing[*]}"
+# System packages, the locale and the Docker tools: apt waits on Debian's mirror and the venvs below on PyPI, so on
+# a fresh machine both run at once. ca-certificates first, alone: uv checks PyPI's certificate against that store.
+apt_install() { # packages...
   apt-get update -qq
   # DEBCONF_NOWARNINGS: no "delaying package configuration, since apt-utils is not installed" on a minimal image
   DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+if ! installed ca-certificates; then
+  log "apt-get install ca-certificates"
+  apt_install ca-certificates
 fi
-
-if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
-  log "locale en_US.UTF-8"
-  localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
-fi
-
-if [ -x "$REPO_ROOT/scripts/install-docker-tools.sh" ]; then
-  "$REPO_ROOT/scripts/install-docker-tools.sh"
-fi
+system_part() {
+  local pkg missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    installed "$pkg" || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    apt_install "${missing[@]}"
+  fi
+  if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
+    log "locale en_US.UTF-8"
+    localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
+  fi
+  if [ -x "$REPO_ROOT/scripts/install-docker-tools.sh" ]; then
+    "$REPO_ROOT/scripts/install-docker-tools.sh"
+  fi
+}
+system_part &
+system_pid=$!
+# Never left running on an early exit: an apt stopped halfway would leave dpkg to be repaired by hand.
+trap 'if [ -n "${system_pid:-}" ]; then wait "$system_pid" || true; fi' EXIT
 
 find_python() {
   # $1 = major.minor; prefer the distribution's build, then pyenv's, then any on PATH. Debian's python3.11 is
@@ -125,6 +139,13 @@ venv_221=$!
 venvs_ok=true
 wait "$venv_219" || venvs_ok=false
 wait "$venv_221" || venvs_ok=false
+system_ok=true
+wait "$system_pid" || system_ok=false
+system_pid=""
+if [ "$system_ok" != true ]; then
+  echo "bootstrap: the system packages or the Docker tools could not be installed (see above); run scripts/bootstrap.sh again once that is fixed" >&2
+  exit 1
+fi
 if [ "$venvs_ok" != true ]; then
   echo "bootstrap: a venv could not be built (see above); run scripts/bootstrap.sh again once that is fixed" >&2
   exit 1
