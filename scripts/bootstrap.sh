@@ -23,21 +23,16 @@ fi
 
 # System packages, the locale and the Docker tools: apt waits on Debian's mirror and the venvs below on PyPI, so on
 # a fresh machine both run at once. ca-certificates first, alone: uv checks PyPI's certificate against that store.
-apt_install() { # packages...
-  apt-get update -qq
-  # DEBCONF_NOWARNINGS: no "delaying package configuration, since apt-utils is not installed" on a minimal image
-  DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-if ! installed ca-certificates; then
+# shellcheck source=scripts/apt.sh
+. "$REPO_ROOT/scripts/apt.sh"
+if ! deb_installed ca-certificates; then
   log "apt-get install ca-certificates"
   apt_install ca-certificates
 fi
 system_part() {
   local pkg missing=()
   for pkg in "${APT_PACKAGES[@]}"; do
-    installed "$pkg" || missing+=("$pkg")
+    deb_installed "$pkg" || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     log "apt-get install ${missing[*]}"

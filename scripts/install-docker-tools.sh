@@ -18,11 +18,13 @@ say() { printf 'install-docker-tools: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root"
+# shellcheck source=scripts/apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 # -- Debian packages ---------------------------------------------------------
 need_pkgs=()
 for pkg in docker.io debootstrap ca-certificates tar; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
+    deb_installed "$pkg" || need_pkgs+=("$pkg")
 done
 compose_ok() {
     local v
@@ -44,9 +46,7 @@ fi
 
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
     say "apt-get install ${need_pkgs[*]}"
-    export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    apt_install "${need_pkgs[@]}"
 fi
 [ -n "$pip_python" ] || pip_python=/usr/bin/python3
 

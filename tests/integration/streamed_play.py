@@ -16,10 +16,19 @@ import pytest
 from conftest import ansible_bin
 
 
+def as_terminal_job() -> None:
+    """``preexec_fn``: the hangup, interrupt and quit signals as a job started from a terminal has them, whatever
+    this pytest inherited. Under ``nohup`` SIGHUP is ignored, and an ignored signal stays ignored across exec:
+    the run would then outlive the hangup a test sends it."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def stream(collection, argv: list[str], **env: str) -> tuple[subprocess.Popen, list[str], threading.Thread]:
     """``argv[0]`` (an Ansible CLI of this venv) in a session of its own; its output lines, read by a thread."""
     proc = subprocess.Popen([ansible_bin(argv[0]), *argv[1:]], env=collection.env(PYTHONUNBUFFERED="1", **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=as_terminal_job)
     lines: list[str] = []
 
     def pump() -> None:

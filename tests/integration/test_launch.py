@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, ansible_bin, need, run_ansible
 from play_output import failed_in_recap, recap, results, task_results
+from streamed_play import as_terminal_job
 
 DEMO = REPO_ROOT / "examples" / "demo"
 PLAYBOOKS = "flodl.cluster"
@@ -439,7 +440,7 @@ def test_live_output_interrupt_and_teardown(installed_collection, cluster3, netn
     proc = subprocess.Popen(
         [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train"],
         env=installed_collection.env(PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=as_terminal_job,
     )
     lines: list[str] = []
     stamps: list[float] = []

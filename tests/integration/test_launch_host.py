@@ -20,6 +20,7 @@ from pathlib import Path
 
 from conftest import ansible_bin, run_ansible
 from netns_cluster import HostSpec
+from streamed_play import as_terminal_job
 from test_launch import PLAYBOOKS, TWO_VARIANTS, copy_project, project_vars, rank_processes, worker_vars
 
 RECORD = """\
@@ -111,6 +112,7 @@ def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, clus
     proc = subprocess.Popen(
         [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"],
         env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=as_terminal_job,
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
