@@ -20,7 +20,7 @@ from pathlib import Path
 
 from conftest import ansible_bin, run_ansible
 from netns_cluster import HostSpec
-from streamed_play import as_terminal_job
+from streamed_play import kill_session, stream, wait_for
 from test_launch import PLAYBOOKS, TWO_VARIANTS, copy_project, project_vars, rank_processes, worker_vars
 
 RECORD = """\
@@ -109,20 +109,11 @@ def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, clus
     project, inv = _setup(cluster3, netns_shared_dir, tmp_path,
                           flodl_cluster_env={"FLODL_DEMO_SLEEP_S": "300", "FLODL_DEMO_STEP_MS": "50"},
                           flodl_launch_grace_seconds=3, flodl_launch_command=STANDIN)
-    proc = subprocess.Popen(
-        [ansible_bin("ansible-playbook"), "-i", str(inv), f"{PLAYBOOKS}.cluster_train", "-e", "flodl_launch_host=h1"],
-        env=installed_collection.env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=as_terminal_job,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-    reader.start()
+    proc, lines, reader = stream(installed_collection, ["ansible-playbook", "-i", str(inv), f"{PLAYBOOKS}.cluster_train",
+                                                        "-e", "flodl_launch_host=h1"])
     try:
-        deadline = time.monotonic() + 150
-        while sum("sleeping 300s" in ln for ln in list(lines)) < 3:
-            assert proc.poll() is None, "".join(lines)
-            assert time.monotonic() < deadline, "ranks never reported sleeping:\n" + "".join(lines)
-            time.sleep(0.2)
+        wait_for(lines, proc, lambda out: sum("sleeping 300s" in ln for ln in out.splitlines()) >= 3, 150,
+                 "the ranks reported sleeping", while_running=True)
         launchers = _launchers(project)
         assert launchers, "no stand-in launcher process"
         me = os.readlink("/proc/self/ns/uts")
@@ -130,9 +121,7 @@ def test_cancel_stops_the_launcher_on_the_launch_host(installed_collection, clus
         proc.send_signal(signal.SIGTERM)  # what an AWX cancel sends first
         rc = proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_session(proc)
     reader.join(timeout=5)
     assert rc != 0, "".join(lines)
     deadline = time.monotonic() + 15
